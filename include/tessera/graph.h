@@ -1,0 +1,34 @@
+#pragma once
+// A static compute graph: nodes in topological order, leafs (inputs/weights), outputs.
+#include <initializer_list>
+#include <span>
+#include <unordered_set>
+#include <vector>
+
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+class Graph {
+ public:
+  Graph() = default;
+  explicit Graph(std::initializer_list<Tensor*> outputs);
+  explicit Graph(std::span<Tensor* const> outputs);
+
+  // Adds `output` and everything it depends on (each tensor once); marks it as an output.
+  void expand(Tensor* output);
+
+  const std::vector<Tensor*>& nodes() const noexcept { return nodes_; }
+  const std::vector<Tensor*>& leafs() const noexcept { return leafs_; }
+  const std::vector<Tensor*>& outputs() const noexcept { return outputs_; }
+  size_t size() const noexcept { return nodes_.size(); }
+
+ private:
+  void visit(Tensor* t);
+  std::vector<Tensor*> nodes_;
+  std::vector<Tensor*> leafs_;
+  std::vector<Tensor*> outputs_;
+  std::unordered_set<const Tensor*> visited_;
+};
+
+}  // namespace tessera

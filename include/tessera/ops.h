@@ -1,0 +1,88 @@
+#pragma once
+// Op builders: each validates types and shapes (throwing tessera::Error that names the op and
+// its operands) and returns a new node whose semantics are those of ../shared/OPS.md (ggml's).
+#include <array>
+#include <cstdint>
+
+#include "tessera/context.h"
+#include "tessera/tensor.h"
+
+namespace tessera::ops {
+
+// ---- views (metadata only) ----
+Tensor* reshape(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
+// Byte-strided view: nb[0] is implied by the type; nb1..nb3 given.
+Tensor* view(Context& ctx, Tensor* a, const std::array<int64_t, 4>& ne, size_t nb1, size_t nb2, size_t nb3,
+             size_t offset);
+// Source dim i goes to result dim axis_i (ggml_permute).
+Tensor* permute(Context& ctx, Tensor* a, int axis0, int axis1, int axis2, int axis3);
+Tensor* transpose(Context& ctx, Tensor* a);  // swaps dims 0 and 1
+
+// ---- copying and shape ----
+Tensor* dup(Context& ctx, Tensor* a);
+Tensor* cont(Context& ctx, Tensor* a);
+Tensor* cpy(Context& ctx, Tensor* a, Tensor* b);  // result is a view of b
+Tensor* repeat(Context& ctx, Tensor* a, Tensor* shape_like);
+Tensor* get_rows(Context& ctx, Tensor* a, Tensor* indices);
+Tensor* concat(Context& ctx, Tensor* a, Tensor* b, int dim);
+
+// ---- elementwise ----
+Tensor* add(Context& ctx, Tensor* a, Tensor* b);
+Tensor* mul(Context& ctx, Tensor* a, Tensor* b);
+Tensor* div(Context& ctx, Tensor* a, Tensor* b);
+// dst = a; dst bytes at offset + 4*i0 + i1*nb1 + i2*nb2 + i3*nb3 += b[i].
+Tensor* acc(Context& ctx, Tensor* a, Tensor* b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+Tensor* unary(Context& ctx, Tensor* a, UnaryOp op);
+inline Tensor* gelu(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::Gelu); }
+inline Tensor* gelu_quick(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::GeluQuick); }
+inline Tensor* silu(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::Silu); }
+inline Tensor* tanh(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::Tanh); }
+inline Tensor* relu(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::Relu); }
+inline Tensor* hardsigmoid(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::HardSigmoid); }
+inline Tensor* hardswish(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::HardSwish); }
+Tensor* leaky_relu(Context& ctx, Tensor* a, float slope);
+Tensor* scale(Context& ctx, Tensor* a, float s, float bias = 0.0f);
+Tensor* sqr(Context& ctx, Tensor* a);
+Tensor* clamp(Context& ctx, Tensor* a, float min, float max);
+
+// ---- norms ----
+Tensor* norm(Context& ctx, Tensor* a, float eps);
+Tensor* rms_norm(Context& ctx, Tensor* a, float eps);
+Tensor* group_norm(Context& ctx, Tensor* a, int n_groups, float eps);
+
+// ---- resampling, padding, generators ----
+// mode 0 = nearest (bilinear = 1, align-corners flag = 1 << 8).
+Tensor* upscale(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                int32_t mode = 0);
+// pads = {lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3}
+Tensor* pad(Context& ctx, Tensor* a, const std::array<int32_t, 8>& pads, bool circular = false);
+Tensor* arange(Context& ctx, float start, float stop, float step);
+Tensor* timestep_embedding(Context& ctx, Tensor* timesteps, int dim, int max_period);
+
+// ---- matmul, masking, softmax, rope ----
+Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
+Tensor* diag_mask_inf(Context& ctx, Tensor* a, int n_past);
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, float max_bias = 0.0f);
+
+struct RopeParams {
+  int n_dims = 0;
+  RopeMode mode = RopeMode::Normal;
+  int n_ctx_orig = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  float ext_factor = 0.0f;  // != 0 enables YaRN
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+};
+// a: [D, H, T, B] F32/F16; positions: I32 [T]; freq_factors: optional F32 [n_dims/2].
+Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, const RopeParams& p);
+
+// ---- convolution, pooling, reductions, sorting ----
+Tensor* im2col(Context& ctx, Tensor* kernel, Tensor* input, int s0, int s1, int p0, int p1, int d0, int d1,
+               bool is_2d, DType dst_type);
+Tensor* pool_2d(Context& ctx, Tensor* a, PoolOp op, int k0, int k1, int s0, int s1, int p0, int p1);
+Tensor* sum_rows(Context& ctx, Tensor* a);
+Tensor* argsort(Context& ctx, Tensor* a, SortOrder order);
+
+}  // namespace tessera::ops

@@ -1,0 +1,17 @@
+#pragma once
+// Everything a user of the library needs.
+#include "tessera/allocator.h"
+#include "tessera/backend.h"
+#include "tessera/buffer.h"
+#include "tessera/context.h"
+#include "tessera/convert.h"
+#include "tessera/cpu.h"
+#include "tessera/device.h"
+#include "tessera/dtype.h"
+#include "tessera/error.h"
+#include "tessera/graph.h"
+#include "tessera/log.h"
+#include "tessera/ops.h"
+#include "tessera/quant.h"
+#include "tessera/tensor.h"
+#include "tessera/version.h"

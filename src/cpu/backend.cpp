@@ -1,0 +1,146 @@
+#include <algorithm>
+#include <thread>
+
+#include "core/check.h"
+#include "cpu/device.h"
+#include "cpu/kernels.h"
+#include "cpu/thread_pool.h"
+#include "tessera/buffer.h"
+#include "tessera/cpu.h"
+
+namespace tessera::cpu {
+
+void ComputeContext::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const {
+  if (n <= 0) return;
+  const int nth = static_cast<int>(std::min<int64_t>(n_threads, n));
+  if (pool == nullptr || nth <= 1) {
+    fn(0, n);
+    return;
+  }
+  pool->run([&](int ith) {
+    if (ith >= nth) return;
+    const int64_t per = (n + nth - 1) / nth;
+    const int64_t begin = per * ith;
+    const int64_t end = std::min(n, begin + per);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+char* ComputeContext::scratch_memory(size_t bytes) const {
+  TESSERA_ASSERT(scratch != nullptr);
+  if (scratch->size() < bytes) scratch->resize(bytes);
+  return scratch->data();
+}
+
+void compute_node(const ComputeContext& ctx, Tensor& node) {
+  switch (node.op) {
+    case Op::None:
+    case Op::Reshape:
+    case Op::View:
+    case Op::Permute:
+    case Op::Transpose:
+      return;
+    case Op::Dup:
+    case Op::Cont:
+    case Op::Cpy:
+      return run_copy(ctx, node);
+    case Op::GetRows:
+      return run_get_rows(ctx, node);
+    case Op::Repeat:
+      return run_repeat(ctx, node);
+    case Op::Concat:
+      return run_concat(ctx, node);
+    case Op::Add:
+    case Op::Mul:
+    case Op::Div:
+      return run_binary(ctx, node);
+    case Op::Acc:
+      return run_acc(ctx, node);
+    case Op::Unary:
+    case Op::LeakyRelu:
+    case Op::Scale:
+    case Op::Sqr:
+    case Op::Clamp:
+      return run_unary(ctx, node);
+    case Op::Norm:
+    case Op::RmsNorm:
+    case Op::GroupNorm:
+      return run_norm(ctx, node);
+    case Op::Upscale:
+      return run_upscale(ctx, node);
+    case Op::Pad:
+      return run_pad(ctx, node);
+    case Op::Arange:
+    case Op::TimestepEmbedding:
+      return run_generator(ctx, node);
+    case Op::MulMat:
+      return run_mul_mat(ctx, node);
+    case Op::DiagMaskInf:
+      return run_diag_mask_inf(ctx, node);
+    case Op::SoftMax:
+      return run_soft_max(ctx, node);
+    case Op::Rope:
+      return run_rope(ctx, node);
+    case Op::Im2Col:
+      return run_im2col(ctx, node);
+    case Op::Pool2D:
+      return run_pool_2d(ctx, node);
+    case Op::SumRows:
+      return run_sum_rows(ctx, node);
+    case Op::Argsort:
+      return run_argsort(ctx, node);
+    case Op::Count_:
+      break;
+  }
+  raise(ErrorCode::Unsupported, "CPU: no kernel for op {} (node {})", op_name(node.op), node.describe());
+}
+
+bool supports_node(const Tensor& node) {
+  // The builders admit only the type combinations of OPS.md, and the CPU implements all of them.
+  return static_cast<int>(node.op) < kOpCount;
+}
+
+int hardware_threads() noexcept {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+CpuBackend::CpuBackend(int n_threads, KernelSet kernels)
+    : n_threads_(n_threads > 0 ? n_threads : hardware_threads()),
+      kernels_(kernels),
+      pool_(std::make_unique<ThreadPool>(n_threads_)) {}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::name() const { return kernels_ == KernelSet::Reference ? "CPU-reference" : "CPU"; }
+
+Device& CpuBackend::device() const { return cpu_device(); }
+
+void CpuBackend::set_threads(int n_threads) {
+  if (n_threads < 1) raise(ErrorCode::InvalidArgument, "CPU: thread count must be >= 1, got {}", n_threads);
+  if (n_threads == n_threads_) return;
+  n_threads_ = n_threads;
+  pool_ = std::make_unique<ThreadPool>(n_threads_);
+}
+
+bool CpuBackend::supports(const Tensor& op) const { return supports_node(op); }
+
+void CpuBackend::compute(Graph& graph) {
+  ComputeContext ctx;
+  ctx.pool = pool_.get();
+  ctx.n_threads = n_threads_;
+  ctx.kernels = kernels_;
+  ctx.scratch = &scratch_;
+  for (Tensor* node : graph.nodes()) {
+    if (is_view_op(node->op) || node->op == Op::None || node->nelements() == 0) continue;
+    if (node->data == nullptr)
+      raise(ErrorCode::InvalidArgument, "CPU: node {} {} has no memory (allocate the graph first)",
+            op_name(node->op), node->describe());
+    if (node->buffer != nullptr && !node->buffer->type().is_host())
+      raise(ErrorCode::InvalidArgument, "CPU: node {} lives in {} memory, not host memory", node->describe(),
+            node->buffer->type().name());
+    compute_node(ctx, *node);
+  }
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,8 @@
+// TEMPORARY placeholder until the family is implemented.
+#include "core/check.h"
+#include "cpu/kernels.h"
+namespace tessera::cpu {
+void run_concat(const ComputeContext&, Tensor& dst) {
+  raise(ErrorCode::Unsupported, "CPU: {} not implemented yet", op_name(dst.op));
+}
+}  // namespace tessera::cpu

@@ -1,0 +1,11 @@
+// TEMPORARY placeholder until the family is implemented.
+#include "core/check.h"
+#include "cpu/kernels.h"
+namespace tessera::cpu {
+void run_diag_mask_inf(const ComputeContext&, Tensor& dst) {
+  raise(ErrorCode::Unsupported, "CPU: {} not implemented yet", op_name(dst.op));
+}
+void run_soft_max(const ComputeContext&, Tensor& dst) {
+  raise(ErrorCode::Unsupported, "CPU: {} not implemented yet", op_name(dst.op));
+}
+}  // namespace tessera::cpu
