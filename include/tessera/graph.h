@@ -15,6 +15,10 @@ class Graph {
   explicit Graph(std::initializer_list<Tensor*> outputs);
   explicit Graph(std::span<Tensor* const> outputs);
 
+  // A sub-graph over an explicit node list (already in topological order); tensors that the
+  // nodes read but that are not listed are treated as external inputs.
+  static Graph from_nodes(std::vector<Tensor*> nodes, std::vector<Tensor*> outputs);
+
   // Adds `output` and everything it depends on (each tensor once); marks it as an output.
   void expand(Tensor* output);
 

@@ -14,6 +14,14 @@ Graph::Graph(std::span<Tensor* const> outputs) {
   for (Tensor* t : outputs) expand(t);
 }
 
+Graph Graph::from_nodes(std::vector<Tensor*> nodes, std::vector<Tensor*> outputs) {
+  Graph g;
+  g.nodes_ = std::move(nodes);
+  g.outputs_ = std::move(outputs);
+  for (Tensor* t : g.nodes_) g.visited_.insert(t);
+  return g;
+}
+
 void Graph::expand(Tensor* output) {
   TESSERA_ASSERT(output != nullptr);
   visit(output);
