@@ -6,5 +6,9 @@ namespace tessera::cli {
 
 void add_devices(CLI::App& app);
 void add_demo(CLI::App& app);
+void add_run(CLI::App& app);
+void add_tokenize(CLI::App& app);
+void add_logits(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -12,6 +12,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tessera::cli::add_devices(app);
   tessera::cli::add_demo(app);
+  tessera::cli::add_run(app);
+  tessera::cli::add_tokenize(app);
+  tessera::cli::add_logits(app);
+  tessera::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,103 @@
+#include "tessera/llm/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "core/check.h"
+
+namespace tessera::llm {
+
+Sampler::Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {
+  if (!(options.temperature >= 0.0f) && !(options.temperature < 0.0f))
+    raise(ErrorCode::InvalidArgument, "temperature must be a number");
+  if (options.top_p <= 0.0f || std::isnan(options.top_p))
+    raise(ErrorCode::InvalidArgument, "top-p must be in (0, 1], got {}", options.top_p);
+  if (options.min_p < 0.0f || options.min_p > 1.0f || std::isnan(options.min_p))
+    raise(ErrorCode::InvalidArgument, "min-p must be in [0, 1], got {}", options.min_p);
+  if (options.repeat_penalty <= 0.0f || std::isnan(options.repeat_penalty))
+    raise(ErrorCode::InvalidArgument, "repeat penalty must be > 0, got {}", options.repeat_penalty);
+}
+
+void Sampler::accept(int32_t token) {
+  history_.push_back(token);
+  while (static_cast<int>(history_.size()) > std::max(0, options_.repeat_last_n)) history_.pop_front();
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (logits.empty()) raise(ErrorCode::InvalidArgument, "sample: empty logits");
+  struct Candidate {
+    int32_t id;
+    float logit;
+  };
+  std::vector<Candidate> cands(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) cands[i] = {static_cast<int32_t>(i), logits[i]};
+
+  // Repetition penalty (as llama.cpp applies it): positive logits divided, negative multiplied.
+  if (options_.repeat_penalty != 1.0f) {
+    std::vector<int32_t> seen(history_.begin(), history_.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t id : seen) {
+      if (id < 0 || static_cast<size_t>(id) >= cands.size()) continue;
+      float& l = cands[static_cast<size_t>(id)].logit;
+      l = l > 0.0f ? l / options_.repeat_penalty : l * options_.repeat_penalty;
+    }
+  }
+
+  int32_t chosen;
+  if (options_.temperature <= 0.0f) {
+    // Greedy: the first of the largest logits.
+    chosen = std::max_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+               return a.logit < b.logit;
+             })->id;
+  } else {
+    auto by_logit = [](const Candidate& a, const Candidate& b) {
+      return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    };
+    // Top-k.
+    size_t k = cands.size();
+    if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < k)
+      k = static_cast<size_t>(options_.top_k);
+    std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(k), cands.end(), by_logit);
+    cands.resize(k);
+    // Probabilities of the remaining candidates (sorted descending).
+    auto softmax = [&](float temp) {
+      std::vector<double> p(cands.size());
+      const double max = cands.front().logit;
+      double sum = 0.0;
+      for (size_t i = 0; i < cands.size(); ++i) sum += p[i] = std::exp((cands[i].logit - max) / temp);
+      for (double& v : p) v /= sum;
+      return p;
+    };
+    // Top-p: the smallest prefix whose probability reaches top_p.
+    if (options_.top_p < 1.0f) {
+      const auto p = softmax(1.0f);
+      double cum = 0.0;
+      size_t keep = cands.size();
+      for (size_t i = 0; i < p.size(); ++i) {
+        cum += p[i];
+        if (cum >= options_.top_p) {
+          keep = i + 1;
+          break;
+        }
+      }
+      cands.resize(keep);
+    }
+    // Min-p: drop candidates below min_p times the most likely one's probability.
+    if (options_.min_p > 0.0f) {
+      const auto p = softmax(1.0f);
+      size_t keep = 1;
+      while (keep < p.size() && p[keep] >= options_.min_p * p[0]) ++keep;
+      cands.resize(keep);
+    }
+    const auto p = softmax(options_.temperature);
+    std::discrete_distribution<size_t> dist(p.begin(), p.end());
+    chosen = cands[dist(rng_)].id;
+  }
+  accept(chosen);
+  return chosen;
+}
+
+}  // namespace tessera::llm

@@ -1,0 +1,168 @@
+// `tessera bench`: prompt processing (pp) and generation (tg) throughput, the llama-bench way:
+// a fresh context per run, one warm-up, REPS timed runs, median and standard deviation.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "commands.h"
+#include "progress.h"
+#include "tessera/device.h"
+#include "tessera/llm/model.h"
+#include "tessera/llm/session.h"
+
+namespace tessera::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model, device, output = "md", type = "q4_0";
+  int n_prompt = 512, n_gen = 128, threads = 0, reps = 5;
+  int n_gpu_layers = -1;  // -1: every configuration (CPU, then all layers on each device)
+};
+
+struct Config {
+  std::string device;  // "CPU" or a device name
+  int n_gpu_layers;
+};
+
+struct Result {
+  std::string model, backend, test;
+  int n_gpu_layers, threads;
+  double median, stddev;  // tokens/s
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double stddev_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0.0;
+  double mean = 0.0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  double s = 0.0;
+  for (double x : v) s += (x - mean) * (x - mean);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+// Tokens/s of one run of a test on a fresh session.
+double run_once(const llm::Model& model, const BenchArgs& a, bool prompt, std::mt19937& rng) {
+  const int n = prompt ? a.n_prompt : a.n_gen;
+  llm::SessionOptions so;
+  so.n_ctx = std::max(n, 1);
+  so.n_threads = a.threads;
+  llm::Session session(model, so);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.hparams().n_vocab - 1));
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  for (auto& t : tokens) t = pick(rng);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (prompt) {
+    session.decode(tokens);
+  } else {
+    for (int32_t t : tokens) session.decode(std::span<const int32_t>(&t, 1));
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return static_cast<double>(n) / s;
+}
+
+void bench(const BenchArgs& a) {
+  std::vector<Config> configs;
+  if (a.n_gpu_layers >= 0 || !a.device.empty()) {
+    configs.push_back(
+        {a.device.empty() ? (a.n_gpu_layers > 0 ? "" : "CPU") : a.device, std::max(a.n_gpu_layers, 0)});
+    if (!a.device.empty() && a.n_gpu_layers < 0) configs.back().n_gpu_layers = 1 << 20;
+  } else {
+    configs.push_back({"CPU", 0});
+    for (const auto& d : Registry::instance().devices())
+      if (d->kind() != DeviceKind::Cpu) configs.push_back({d->name(), 1 << 20});
+  }
+  const auto type = dtype_from_name(a.type);
+  if (!type) throw Error(ErrorCode::InvalidArgument, fmt::format("--type: unknown type '{}'", a.type));
+
+  std::vector<Result> results;
+  std::mt19937 rng(1);
+  for (const Config& c : configs) {
+    llm::LoadOptions lo;
+    lo.n_gpu_layers = c.n_gpu_layers;
+    lo.device = c.device == "CPU" ? "" : c.device;
+    if (c.device == "CPU") lo.n_gpu_layers = 0;
+    ProgressBar bar("loading " + (c.device.empty() ? std::string("model") : c.device));
+    lo.progress = [&](size_t done, size_t total) { bar.update(done, total); };
+    std::unique_ptr<llm::Model> model;
+    std::string model_name;
+    if (a.model.empty()) {
+      llm::SyntheticSpec spec;
+      spec.type = *type;
+      model = llm::Model::synthetic(spec, lo);
+      model_name = fmt::format("synthetic-250M {}", a.type);
+    } else {
+      model = llm::Model::load(a.model, lo);
+      model_name = a.model.substr(a.model.find_last_of('/') + 1);
+    }
+    const std::string backend = model->device() ? model->device()->name() : "CPU";
+    const int ngl =
+        model->device()
+            ? static_cast<int>(std::min<int64_t>(model->n_gpu_layers(), model->hparams().n_layer + 1))
+            : 0;
+    const int threads = a.threads > 0 ? a.threads : cpu::hardware_threads();
+    for (bool prompt : {true, false}) {
+      if ((prompt ? a.n_prompt : a.n_gen) <= 0) continue;
+      run_once(*model, a, prompt, rng);  // warm-up
+      std::vector<double> tps;
+      for (int r = 0; r < a.reps; ++r) tps.push_back(run_once(*model, a, prompt, rng));
+      results.push_back({model_name, backend,
+                         fmt::format("{}{}", prompt ? "pp" : "tg", prompt ? a.n_prompt : a.n_gen), ngl,
+                         threads, median_of(tps), stddev_of(tps)});
+      if (a.output == "md" && results.size() == 1)
+        fmt::print(
+            "| model | backend | ngl | threads | test | t/s |\n| --- | --- | ---: | ---: | --- | ---: |\n");
+      const Result& r = results.back();
+      if (a.output == "md")
+        fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", r.model, r.backend, r.n_gpu_layers,
+                   r.threads, r.test, r.median, r.stddev);
+      std::fflush(stdout);
+    }
+  }
+  if (a.output == "json") {
+    fmt::print("[\n");
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      fmt::print(
+          "  {{\"model\": \"{}\", \"backend\": \"{}\", \"n_gpu_layers\": {}, \"threads\": {}, \"test\": "
+          "\"{}\", "
+          "\"reps\": {}, \"tokens_per_second_median\": {:.4f}, \"tokens_per_second_stddev\": {:.4f}}}{}\n",
+          r.model, r.backend, r.n_gpu_layers, r.threads, r.test, a.reps, r.median, r.stddev,
+          i + 1 < results.size() ? "," : "");
+    }
+    fmt::print("]\n");
+  }
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd =
+      app.add_subcommand("bench", "Measure prompt processing and generation speed (llama-bench method)");
+  cmd->add_option("-m,--model", args->model, "GGUF model file (default: a built-in synthetic 250M Llama)");
+  cmd->add_option("--type", args->type, "weight type of the synthetic model")
+      ->check(CLI::IsMember({"q4_0", "q8_0", "f16", "bf16", "f32"}));
+  cmd->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens (pp test; 0: skip)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-gen", args->n_gen, "generated tokens (tg test; 0: skip)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-r,--repetitions", args->reps, "timed runs per test")->check(CLI::PositiveNumber);
+  cmd->add_option("-ngl,--n-gpu-layers", args->n_gpu_layers,
+                  "layers to offload (default: CPU, then all layers on each device)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "device for offloaded layers");
+  cmd->add_option("-o,--output", args->output, "output format")->check(CLI::IsMember({"md", "json"}));
+  cmd->callback([args] { bench(*args); });
+}
+
+}  // namespace tessera::cli

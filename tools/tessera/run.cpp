@@ -1,0 +1,117 @@
+// `tessera run`: generate text from a prompt, streaming it to stdout.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "commands.h"
+#include "progress.h"
+#include "tessera/llm/model.h"
+#include "tessera/llm/sampler.h"
+#include "tessera/llm/session.h"
+#include "tessera/llm/vocab.h"
+
+namespace tessera::cli {
+namespace {
+
+struct RunArgs {
+  std::string model, prompt, device;
+  int n_predict = 128, threads = 0, n_gpu_layers = 0;
+  int64_t n_ctx = 0;
+  uint64_t seed = 0;
+  float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
+  int top_k = 40;
+  bool report = false;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void run(const RunArgs& a) {
+  const auto t_load = std::chrono::steady_clock::now();
+  llm::LoadOptions lo;
+  lo.n_gpu_layers = a.n_gpu_layers;
+  lo.device = a.device;
+  ProgressBar bar("loading");
+  lo.progress = [&](size_t done, size_t total) { bar.update(done, total); };
+  auto model = llm::Model::load(a.model, lo);
+  const auto vocab = llm::Vocab::from_gguf(*model->file());
+  llm::SessionOptions so;
+  so.n_ctx = a.n_ctx;
+  so.n_threads = a.threads;
+  llm::Session session(*model, so);
+  const double load_ms = ms_since(t_load);
+
+  const std::vector<llm::Token> prompt = vocab.encode(a.prompt, /*add_special=*/true);
+  if (static_cast<int64_t>(prompt.size()) > session.n_ctx())
+    throw Error(
+        ErrorCode::InvalidArgument,
+        fmt::format("the prompt has {} tokens, more than the context of {}", prompt.size(), session.n_ctx()));
+  llm::SamplerOptions sopt;
+  sopt.temperature = a.temp;
+  sopt.top_k = a.top_k;
+  sopt.top_p = a.top_p;
+  sopt.min_p = a.min_p;
+  sopt.repeat_penalty = a.repeat_penalty;
+  sopt.seed = a.seed;
+  llm::Sampler sampler(sopt);
+  for (llm::Token t : prompt) sampler.accept(t);
+
+  // The prompt as the user wrote it, then the continuation as it is generated.
+  std::fputs(a.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  const auto t_prompt = std::chrono::steady_clock::now();
+  std::vector<float> logits = session.decode(prompt);
+  const double prompt_ms = ms_since(t_prompt);
+
+  const auto t_gen = std::chrono::steady_clock::now();
+  int generated = 0;
+  for (; generated < a.n_predict; ++generated) {
+    const llm::Token next = sampler.sample(logits);
+    if (next == vocab.eos()) break;
+    std::fputs(vocab.token_to_piece(next).c_str(), stdout);
+    std::fflush(stdout);
+    if (session.n_past() >= session.n_ctx()) {
+      ++generated;
+      break;
+    }
+    logits = session.decode(std::span<const llm::Token>(&next, 1));
+  }
+  const double gen_ms = ms_since(t_gen);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (a.report) fmt::print(stderr, "{}", session.report());
+  fmt::print(stderr, "load: {:.1f} ms\n", load_ms);
+  fmt::print(stderr, "prompt: {} tokens, {:.1f} ms, {:.2f} tokens/s\n", prompt.size(), prompt_ms,
+             prompt_ms > 0 ? 1000.0 * static_cast<double>(prompt.size()) / prompt_ms : 0.0);
+  fmt::print(stderr, "generation: {} tokens, {:.1f} ms, {:.2f} tokens/s\n", generated, gen_ms,
+             gen_ms > 0 ? 1000.0 * generated / gen_ms : 0.0);
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Generate text from a prompt with a GGUF model");
+  cmd->add_option("-m,--model", args->model, "GGUF model file")->required();
+  cmd->add_option("-p,--prompt", args->prompt, "prompt text")->required();
+  cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-c,--ctx-size", args->n_ctx, "context size (0: the model's, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-s,--seed", args->seed, "sampling seed");
+  cmd->add_option("--temp", args->temp, "temperature (0: greedy)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", args->top_k, "top-k (0: off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", args->top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", args->min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--repeat-penalty", args->repeat_penalty, "repetition penalty (1: off)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-ngl,--n-gpu-layers", args->n_gpu_layers, "layers to offload to the device")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "device for offloaded layers (e.g. OpenCL0)");
+  cmd->add_flag("--report", args->report, "print the placement of the graph and every CPU fallback");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace tessera::cli
