@@ -1,8 +1,267 @@
-// TEMPORARY placeholder until the family is implemented.
+// MUL_MAT on the CPU: dst[m, n, i2, i3] = sum_k a[k, m, i2 / r2, i3 / r3] * b[k, n, i2, i3].
+//
+// Reference: each weight row converted to f32, dotted with b's row in double. Fast: b is prepared
+// once (Q8_0 blocks for quantized weights, f32 rows otherwise) and tile kernels (mul_mat_kernels.h)
+// run over cache blocks of (weight rows x b columns x K). The block grid depends only on the shapes
+// and each output is computed by one kernel call chain, so results do not depend on thread counts.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 #include "core/check.h"
+#include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "cpu/ops/mul_mat_kernels.h"
+
 namespace tessera::cpu {
-void run_mul_mat(const ComputeContext&, Tensor& dst) {
-  raise(ErrorCode::Unsupported, "CPU: {} not implemented yet", op_name(dst.op));
+namespace {
+
+struct Shape {
+  int64_t k, m, n, b2, b3, r2, r3;
+};
+
+Shape check(const Tensor& dst, const Tensor& a, const Tensor& b) {
+  const bool a_ok = a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16 ||
+                    a.type == DType::Q4_0 || a.type == DType::Q8_0;
+  if (!a_ok || (b.type != DType::F32 && b.type != DType::F16) || dst.type != DType::F32)
+    raise(ErrorCode::Unsupported, "CPU: MUL_MAT of {} weights by {} into {} is not supported", name(a.type),
+          name(b.type), name(dst.type));
+  if (a.ne[0] != b.ne[0] || a.ne[2] == 0 || a.ne[3] == 0 || b.ne[2] % a.ne[2] != 0 ||
+      b.ne[3] % a.ne[3] != 0 || dst.ne[0] != a.ne[1] || dst.ne[1] != b.ne[1] || dst.ne[2] != b.ne[2] ||
+      dst.ne[3] != b.ne[3])
+    raise(ErrorCode::InvalidArgument, "CPU: MUL_MAT shapes do not fit: a {}, b {}, dst {}", a.describe(),
+          b.describe(), dst.describe());
+  if (is_quantized(a.type) && !a.rows_contiguous())
+    raise(ErrorCode::InvalidArgument, "CPU: MUL_MAT quantized weights {} need whole rows", a.describe());
+  if (dst.nb[0] != sizeof(float))
+    raise(ErrorCode::InvalidArgument, "CPU: MUL_MAT result {} must be contiguous in dim 0", dst.describe());
+  return {a.ne[0], a.ne[1], b.ne[1], b.ne[2], b.ne[3], b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
 }
+
+inline float* dst_at(const Tensor& dst, int64_t m, int64_t n, int64_t i2, int64_t i3) {
+  return reinterpret_cast<float*>(dst.at(m, n, i2, i3));
+}
+
+void fill_zero(const Tensor& dst) {
+  for (int64_t i3 = 0; i3 < dst.ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < dst.ne[2]; ++i2)
+      for (int64_t i1 = 0; i1 < dst.ne[1]; ++i1) std::fill_n(dst_at(dst, 0, i1, i2, i3), dst.ne[0], 0.0f);
+}
+
+// ---------------------------------------------------------------- reference
+
+void run_reference(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b,
+                   const Shape& s) {
+  auto* brows = reinterpret_cast<float*>(ctx.scratch_memory(static_cast<size_t>(s.n * s.k) * sizeof(float)));
+  for (int64_t i3 = 0; i3 < s.b3; ++i3) {
+    for (int64_t i2 = 0; i2 < s.b2; ++i2) {
+      for (int64_t n = 0; n < s.n; ++n) load_row_f32(b, n, i2, i3, brows + n * s.k);
+      ctx.parallel_for(s.m, [&](int64_t m0, int64_t m1) {
+        std::vector<float> arow(static_cast<size_t>(s.k));
+        for (int64_t m = m0; m < m1; ++m) {
+          load_row_f32(a, m, i2 / s.r2, i3 / s.r3, arow.data());
+          for (int64_t n = 0; n < s.n; ++n) {
+            const float* brow = brows + n * s.k;
+            double sum = 0.0;
+            for (int64_t k = 0; k < s.k; ++k)
+              sum += static_cast<double>(arow[k]) * static_cast<double>(brow[k]);
+            *dst_at(dst, m, n, i2, i3) = static_cast<float>(sum);
+          }
+        }
+      });
+    }
+  }
+}
+
+// ---------------------------------------------------------------- fast
+
+mm::WeightKind kind_of(DType type) {
+  switch (type) {
+    case DType::F16:
+      return mm::WeightKind::F16;
+    case DType::BF16:
+      return mm::WeightKind::BF16;
+    case DType::Q4_0:
+      return mm::WeightKind::Q4_0;
+    case DType::Q8_0:
+      return mm::WeightKind::Q8_0;
+    default:
+      return mm::WeightKind::F32;
+  }
+}
+
+// Cache budgets (bytes): the b micro-panel (RN rows x KC) stays in L1 while RM weight rows stream
+// past it; the weight panel (MC rows x KC) stays in L2 while the item's b columns pass over it.
+constexpr size_t kL1Panel = 16 * 1024;
+constexpr size_t kL2Panel = 256 * 1024;
+
+struct Blocking {
+  int rm, rn;
+  int64_t kc, mc, nc;
+};
+
+Blocking choose_blocking(const Shape& s, bool quant, double a_bytes_per_elem) {
+  Blocking bl{};
+  if (s.n == 1) {
+    // Matrix-vector: bandwidth bound; four weight rows share each load of b, K is not split.
+    bl.rm = 4;
+    bl.rn = 1;
+  } else if (quant) {
+    bl.rm = 2;
+    bl.rn = 4;
+  } else {
+    bl.rm = 4;
+    bl.rn = 3;
+  }
+  const double b_bytes_per_elem = quant ? 1.125 : 4.0;
+  if (s.n <= bl.rn) {
+    bl.kc = s.k;  // b is read once per weight row anyway: nothing to keep in L1
+  } else {
+    const auto kc = static_cast<int64_t>(static_cast<double>(kL1Panel) / (bl.rn * b_bytes_per_elem));
+    bl.kc = std::max<int64_t>(32, kc / 32 * 32);
+    if (bl.kc >= s.k) bl.kc = s.k;
+  }
+  const auto mc =
+      static_cast<int64_t>(static_cast<double>(kL2Panel) / (static_cast<double>(bl.kc) * a_bytes_per_elem));
+  bl.mc = std::clamp<int64_t>(mc / bl.rm * bl.rm, bl.rm, 256);
+  bl.nc = std::min<int64_t>(s.n, 64);
+  return bl;
+}
+
+char* align64(char* p) {
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<char*>((u + 63) & ~uintptr_t{63});
+}
+
+// Where the prepared b rows are: row (n, i2, i3) at base + n*nb1 + i2*nb2 + i3*nb3.
+struct PreparedB {
+  const char* base;
+  size_t nb1, nb2, nb3;
+};
+
+// Reads b's row (n, i2, i3) as f32 into out, or returns a direct pointer when it already is.
+const float* b_row_f32(const Tensor& b, int64_t n, int64_t i2, int64_t i3, float* out,
+                       const mm::KernelTable& kt) {
+  const char* row = b.at(0, n, i2, i3);
+  if (b.type == DType::F32 && b.nb[0] == sizeof(float)) return reinterpret_cast<const float*>(row);
+  if (b.type == DType::F16 && b.nb[0] == sizeof(uint16_t)) {
+    kt.f16_to_f32_row(reinterpret_cast<const uint16_t*>(row), out, b.ne[0]);
+    return out;
+  }
+  for (int64_t k = 0; k < b.ne[0]; ++k) out[k] = load_f32(b.type, row + k * b.nb[0]);
+  return out;
+}
+
+PreparedB prepare_b(const ComputeContext& ctx, const Tensor& b, const Shape& s, bool quant,
+                    const mm::KernelTable& kt) {
+  if (!quant && b.type == DType::F32 && b.nb[0] == sizeof(float))
+    return {static_cast<const char*>(b.data), b.nb[1], b.nb[2], b.nb[3]};
+  const size_t row =
+      quant ? mm::q8_row_bytes(s.k) : (static_cast<size_t>(s.k) * sizeof(float) + 63) / 64 * 64;
+  const int64_t rows = s.n * s.b2 * s.b3;
+  char* base = align64(ctx.scratch_memory(static_cast<size_t>(rows) * row + 64));
+  ctx.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    std::vector<float> tmp(static_cast<size_t>(s.k));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r % s.n, i2 = (r / s.n) % s.b2, i3 = r / (s.n * s.b2);
+      char* out = base + static_cast<size_t>(r) * row;
+      if (quant) {
+        kt.quantize_q8_row(b_row_f32(b, n, i2, i3, tmp.data(), kt), out, s.k);
+      } else {
+        auto* o = reinterpret_cast<float*>(out);
+        const float* x = b_row_f32(b, n, i2, i3, o, kt);
+        if (x != o) std::memcpy(o, x, static_cast<size_t>(s.k) * sizeof(float));
+      }
+    }
+  });
+  return {base, row, row * static_cast<size_t>(s.n), row * static_cast<size_t>(s.n * s.b2)};
+}
+
+void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b,
+              const Shape& s) {
+  const mm::KernelTable& kt = mm::active_kernels();
+  const bool quant = is_quantized(a.type);
+  // Float weights whose elements are strided are converted to f32 rows per block of rows.
+  const bool a_direct = quant || a.rows_contiguous();
+  const mm::WeightKind kind = a_direct ? kind_of(a.type) : mm::WeightKind::F32;
+  const double a_bytes_per_elem = a_direct ? static_cast<double>(traits(a.type).block_bytes) /
+                                                 static_cast<double>(traits(a.type).block_size)
+                                           : 4.0;
+  const Blocking bl = choose_blocking(s, quant, a_bytes_per_elem);
+  const PreparedB pb = prepare_b(ctx, b, s, quant, kt);
+
+  const int64_t m_chunks = (s.m + bl.mc - 1) / bl.mc;
+  const int64_t n_chunks = (s.n + bl.nc - 1) / bl.nc;
+  const int64_t items = m_chunks * n_chunks * s.b2 * s.b3;
+  const int64_t groups_m = (bl.mc + bl.rm - 1) / bl.rm;
+  const int64_t groups_n = (bl.nc + bl.rn - 1) / bl.rn;
+  const size_t tile_state = static_cast<size_t>(bl.rm * bl.rn * mm::kAccLanes);
+  const size_t dst_stride = dst.nb[1] / sizeof(float);
+
+  // Items run weight-chunk fastest, so one thread's consecutive items share their b columns.
+  ctx.parallel_for(items, [&](int64_t it0, int64_t it1) {
+    std::vector<float> acc(bl.kc < s.k ? static_cast<size_t>(groups_m * groups_n) * tile_state : 0);
+    std::vector<float> a_conv(a_direct ? 0 : static_cast<size_t>(bl.mc * s.k));
+    for (int64_t it = it0; it < it1; ++it) {
+      const int64_t mi = it % m_chunks;
+      const int64_t ni = (it / m_chunks) % n_chunks;
+      const int64_t batch = it / (m_chunks * n_chunks);
+      const int64_t i2 = batch % s.b2, i3 = batch / s.b2;
+      const int64_t m_begin = mi * bl.mc, mm_count = std::min(bl.mc, s.m - m_begin);
+      const int64_t n_begin = ni * bl.nc, nn_count = std::min(bl.nc, s.n - n_begin);
+
+      const char* a_rows = a.at(0, m_begin, i2 / s.r2, i3 / s.r3);
+      size_t a_stride = a.nb[1];
+      if (!a_direct) {
+        for (int64_t m = 0; m < mm_count; ++m)
+          load_row_f32(a, m_begin + m, i2 / s.r2, i3 / s.r3, a_conv.data() + m * s.k);
+        a_rows = reinterpret_cast<const char*>(a_conv.data());
+        a_stride = static_cast<size_t>(s.k) * sizeof(float);
+      }
+      const char* b_rows = pb.base + n_begin * pb.nb1 + i2 * pb.nb2 + i3 * pb.nb3;
+      float* d = dst_at(dst, m_begin, n_begin, i2, i3);
+
+      for (int64_t k0 = 0; k0 < s.k; k0 += bl.kc) {
+        const int64_t k1 = std::min(s.k, k0 + bl.kc);
+        for (int64_t n0 = 0; n0 < nn_count; n0 += bl.rn) {
+          const int rn = static_cast<int>(std::min<int64_t>(bl.rn, nn_count - n0));
+          for (int64_t m0 = 0; m0 < mm_count; m0 += bl.rm) {
+            const int rm = static_cast<int>(std::min<int64_t>(bl.rm, mm_count - m0));
+            mm::TileArgs t;
+            t.a = a_rows + m0 * a_stride;
+            t.a_stride = a_stride;
+            t.b = b_rows + n0 * pb.nb1;
+            t.b_stride = pb.nb1;
+            t.k = s.k;
+            t.k0 = k0;
+            t.k1 = k1;
+            t.acc = acc.empty() ? nullptr : acc.data() + ((n0 / bl.rn) * groups_m + m0 / bl.rm) * tile_state;
+            t.first = k0 == 0;
+            t.last = k1 == s.k;
+            t.dst = d + n0 * dst_stride + m0;
+            t.dst_stride = dst_stride;
+            kt.tile[static_cast<int>(kind)][rm - 1][rn - 1](t);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void run_mul_mat(const ComputeContext& ctx, Tensor& dst) {
+  const Tensor* a = dst.src[0];
+  const Tensor* b = dst.src[1];
+  if (a == nullptr || b == nullptr)
+    raise(ErrorCode::InvalidArgument, "CPU: MUL_MAT node {} lacks a source", dst.describe());
+  const Shape s = check(dst, *a, *b);
+  if (s.k == 0) return fill_zero(dst);
+  if (ctx.reference())
+    run_reference(ctx, dst, *a, *b, s);
+  else
+    run_fast(ctx, dst, *a, *b, s);
+}
+
 }  // namespace tessera::cpu

@@ -1,0 +1,244 @@
+// AVX2 + FMA + F16C MUL_MAT tile kernels, compiled per function (target attributes) and chosen at
+// run time, so the library still runs on x86-64 CPUs without them.
+#include "cpu/ops/mul_mat_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <cstring>
+#include <utility>
+
+#include "tessera/convert.h"
+#include "tessera/quant.h"
+
+#define TESSERA_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace tessera::cpu::mm {
+namespace {
+
+TESSERA_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+TESSERA_AVX2 inline float fma1(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+// Eight weights from element i of a row, as f32.
+template <WeightKind Kind>
+TESSERA_AVX2 inline __m256 load8(const char* row, int64_t i) {
+  if constexpr (Kind == WeightKind::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (Kind == WeightKind::F16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  } else {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+}
+
+template <WeightKind Kind>
+TESSERA_AVX2 inline float load1(const char* row, int64_t i) {
+  if constexpr (Kind == WeightKind::F32) {
+    float f;
+    std::memcpy(&f, row + 4 * i, 4);
+    return f;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    if constexpr (Kind == WeightKind::F16) return _cvtsh_ss(h);
+    return bf16_to_fp32(h);
+  }
+}
+
+template <int RM, int RN>
+TESSERA_AVX2 inline void load_acc(const TileArgs& t, __m256 (&acc)[RM][RN]) {
+#pragma GCC unroll 4
+  for (int m = 0; m < RM; ++m)
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n)
+      acc[m][n] = t.first ? _mm256_setzero_ps() : _mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes);
+}
+
+template <int RM, int RN>
+TESSERA_AVX2 inline void store_acc(const TileArgs& t, __m256 (&acc)[RM][RN]) {
+#pragma GCC unroll 4
+  for (int m = 0; m < RM; ++m)
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n) _mm256_storeu_ps(t.acc + (m * RN + n) * kAccLanes, acc[m][n]);
+}
+
+template <WeightKind Kind, int RM, int RN>
+TESSERA_AVX2 void tile_float(const TileArgs& t) {
+  __m256 acc[RM][RN];
+  load_acc<RM, RN>(t, acc);
+  const int64_t kv = t.k1 & ~int64_t{7};  // k0 is a multiple of 8; the tail is done on the last range
+  for (int64_t i = t.k0; i < kv; i += 8) {
+    __m256 bv[RN];
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n)
+      bv[n] = _mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i);
+#pragma GCC unroll 4
+    for (int m = 0; m < RM; ++m) {
+      const __m256 av = load8<Kind>(t.a + m * t.a_stride, i);
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n) acc[m][n] = _mm256_fmadd_ps(av, bv[n], acc[m][n]);
+    }
+  }
+  if (!t.last) {
+    store_acc<RM, RN>(t, acc);
+    return;
+  }
+  for (int m = 0; m < RM; ++m) {
+    const char* arow = t.a + m * t.a_stride;
+    for (int n = 0; n < RN; ++n) {
+      const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
+      float s = hsum(acc[m][n]);
+      for (int64_t i = kv; i < t.k1; ++i) s = fma1(load1<Kind>(arow, i), brow[i], s);
+      t.dst[n * t.dst_stride + m] = s;
+    }
+  }
+}
+
+// The 32 quants of a block as signed bytes in element order.
+TESSERA_AVX2 inline __m256i unpack(const BlockQ4_0& blk) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+  const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
+  return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+}
+
+TESSERA_AVX2 inline __m256i unpack(const BlockQ8_0& blk) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+}
+
+// Block dot products in int32 lanes: maddubs needs an unsigned operand, so move a's sign onto b.
+template <class Block, int RM, int RN>
+TESSERA_AVX2 void tile_quant(const TileArgs& t) {
+  __m256 acc[RM][RN];
+  load_acc<RM, RN>(t, acc);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32;
+  const float* bd[RN];
+#pragma GCC unroll 4
+  for (int n = 0; n < RN; ++n) bd[n] = reinterpret_cast<const float*>(t.b + n * t.b_stride + t.k);
+  for (int64_t j = j0; j < j1; ++j) {
+    __m256i bq[RN];
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n)
+      bq[n] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.b + n * t.b_stride + 32 * j));
+#pragma GCC unroll 4
+    for (int m = 0; m < RM; ++m) {
+      const Block& blk = reinterpret_cast<const Block*>(t.a + m * t.a_stride)[j];
+      const __m256i q = unpack(blk);
+      const __m256i qa = _mm256_sign_epi8(q, q);
+      const __m256 da = _mm256_set1_ps(_cvtsh_ss(blk.d));
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(bq[n], q)), ones);
+        const __m256 d = _mm256_mul_ps(da, _mm256_broadcast_ss(bd[n] + j));
+        acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[m][n]);
+      }
+    }
+  }
+  if (!t.last) {
+    store_acc<RM, RN>(t, acc);
+    return;
+  }
+  for (int m = 0; m < RM; ++m)
+    for (int n = 0; n < RN; ++n) t.dst[n * t.dst_stride + m] = hsum(acc[m][n]);
+}
+
+// Same numbers as the scalar quantize_q8_row (and quantize_row_q8_0): round half away from zero.
+TESSERA_AVX2 void quantize_q8_row(const float* src, char* dst, int64_t k) {
+  auto* ds = reinterpret_cast<float*>(dst + k);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t j = 0; j < k / 32; ++j) {
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(src + 32 * j + 8 * i);
+    const __m256 m01 = _mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1]));
+    const __m256 m23 = _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3]));
+    const __m256 m8 = _mm256_max_ps(m01, m23);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float d = _mm_cvtss_f32(m4) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    ds[j] = fp16_to_fp32(fp32_to_fp16(d));
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i qi[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 x = _mm256_mul_ps(v[i], vid);
+      const __m256 r = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(x, r));
+      const __m256 step = _mm256_or_ps(_mm256_and_ps(x, sign), one);  // +-1 with x's sign
+      const __m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step);
+      qi[i] = _mm256_cvttps_epi32(_mm256_add_ps(r, up));
+    }
+    const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]);
+    const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
+    const __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * j), q);
+  }
+}
+
+TESSERA_AVX2 void f16_to_f32_row(const uint16_t* src, float* dst, int64_t k) {
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < k; ++i) dst[i] = _cvtsh_ss(src[i]);
+}
+
+template <int RM, int RN>
+void fill(KernelTable& t) {
+  t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::BF16)][RM - 1][RN - 1] = tile_float<WeightKind::BF16, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q4_0)][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q8_0)][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
+}
+
+template <int... I>
+void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
+  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
+}
+
+bool cpu_has_avx2_fma_f16c() {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (ecx & bit_F16C) != 0;  // clang's __builtin_cpu_supports has no "f16c"
+}
+
+}  // namespace
+
+const KernelTable* avx2_kernels() noexcept {
+  static const KernelTable* table = []() -> const KernelTable* {
+    if (!cpu_has_avx2_fma_f16c()) return nullptr;
+    static KernelTable t;
+    t.isa = "avx2";
+    fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
+    t.quantize_q8_row = quantize_q8_row;
+    t.f16_to_f32_row = f16_to_f32_row;
+    return &t;
+  }();
+  return table;
+}
+
+}  // namespace tessera::cpu::mm
+
+#else  // not x86
+
+namespace tessera::cpu::mm {
+const KernelTable* avx2_kernels() noexcept { return nullptr; }
+}  // namespace tessera::cpu::mm
+
+#endif

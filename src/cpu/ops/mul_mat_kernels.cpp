@@ -1,0 +1,149 @@
+// Portable scalar MUL_MAT tile kernels (the fallback everywhere) and the run-time kernel choice.
+#include "cpu/ops/mul_mat_kernels.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "tessera/convert.h"
+#include "tessera/quant.h"
+
+namespace tessera::cpu::mm {
+namespace {
+
+float load_elem(WeightKind kind, const char* row, int64_t i) noexcept {
+  switch (kind) {
+    case WeightKind::F16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      return fp16_to_fp32(h);
+    }
+    case WeightKind::BF16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      return bf16_to_fp32(h);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, row + 4 * i, 4);
+      return f;
+    }
+  }
+}
+
+// Scalar state: lane 0 of each dot's accumulator holds the running sum.
+template <WeightKind Kind, int RM, int RN>
+void tile_float(const TileArgs& t) noexcept {
+  for (int m = 0; m < RM; ++m) {
+    const char* arow = t.a + m * t.a_stride;
+    for (int n = 0; n < RN; ++n) {
+      const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
+      float* acc = t.acc + (m * RN + n) * kAccLanes;
+      float s = t.first ? 0.0f : acc[0];
+      for (int64_t i = t.k0; i < t.k1; ++i) s += load_elem(Kind, arow, i) * brow[i];
+      if (t.last)
+        t.dst[n * t.dst_stride + m] = s;
+      else
+        acc[0] = s;
+    }
+  }
+}
+
+int32_t block_dot(const BlockQ4_0& a, const int8_t* b) noexcept {
+  int32_t s = 0;
+  for (int j = 0; j < 16; ++j) {
+    s += ((a.qs[j] & 0x0f) - 8) * b[j];
+    s += ((a.qs[j] >> 4) - 8) * b[j + 16];
+  }
+  return s;
+}
+
+int32_t block_dot(const BlockQ8_0& a, const int8_t* b) noexcept {
+  int32_t s = 0;
+  for (int j = 0; j < 32; ++j) s += a.qs[j] * b[j];
+  return s;
+}
+
+template <class Block, int RM, int RN>
+void tile_quant(const TileArgs& t) noexcept {
+  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32;
+  for (int m = 0; m < RM; ++m) {
+    const auto* ablk = reinterpret_cast<const Block*>(t.a + m * t.a_stride);
+    for (int n = 0; n < RN; ++n) {
+      const auto* bq = reinterpret_cast<const int8_t*>(t.b + n * t.b_stride);
+      const auto* bd = reinterpret_cast<const float*>(bq + t.k);
+      float* acc = t.acc + (m * RN + n) * kAccLanes;
+      float s = t.first ? 0.0f : acc[0];
+      for (int64_t j = j0; j < j1; ++j) {
+        const float d = fp16_to_fp32(ablk[j].d) * bd[j];
+        s += static_cast<float>(block_dot(ablk[j], bq + 32 * j)) * d;
+      }
+      if (t.last)
+        t.dst[n * t.dst_stride + m] = s;
+      else
+        acc[0] = s;
+    }
+  }
+}
+
+void quantize_q8_row(const float* src, char* dst, int64_t k) noexcept {
+  auto* qs = reinterpret_cast<int8_t*>(dst);
+  auto* ds = reinterpret_cast<float*>(dst + k);
+  for (int64_t j = 0; j < k / 32; ++j) {
+    const float* x = src + 32 * j;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    ds[j] = fp16_to_fp32(fp32_to_fp16(d));
+    for (int i = 0; i < 32; ++i) qs[32 * j + i] = static_cast<int8_t>(std::roundf(x[i] * id));
+  }
+}
+
+void f16_row(const uint16_t* src, float* dst, int64_t k) noexcept { fp16_to_fp32_row(src, dst, k); }
+
+template <int RM, int RN>
+void fill(KernelTable& t) {
+  t.tile[0][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
+  t.tile[1][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
+  t.tile[2][RM - 1][RN - 1] = tile_float<WeightKind::BF16, RM, RN>;
+  t.tile[3][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
+  t.tile[4][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
+}
+
+template <int... I>
+void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
+  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
+}
+
+KernelTable make_scalar() {
+  KernelTable t;
+  t.isa = "scalar";
+  fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
+  t.quantize_q8_row = quantize_q8_row;
+  t.f16_to_f32_row = f16_row;
+  return t;
+}
+
+std::atomic<const KernelTable*> g_override{nullptr};
+
+}  // namespace
+
+const KernelTable& scalar_kernels() noexcept {
+  static const KernelTable table = make_scalar();
+  return table;
+}
+
+const KernelTable& active_kernels() noexcept {
+  if (const KernelTable* o = g_override.load(std::memory_order_acquire)) return *o;
+  static const KernelTable* best = avx2_kernels() != nullptr ? avx2_kernels() : &scalar_kernels();
+  return *best;
+}
+
+ScopedKernelOverride::ScopedKernelOverride(const KernelTable* table) noexcept
+    : previous_(g_override.exchange(table, std::memory_order_acq_rel)) {}
+
+ScopedKernelOverride::~ScopedKernelOverride() { g_override.store(previous_, std::memory_order_release); }
+
+}  // namespace tessera::cpu::mm

@@ -1,0 +1,77 @@
+#pragma once
+// MUL_MAT tile kernels for the fast CPU path (mul_mat.cpp drives them).
+//
+// A tile kernel computes an RM x RN block of dot products: RM weight rows (a) against RN prepared
+// b rows, over a K range [k0, k1). Each dot keeps one 8-lane f32 accumulator that is carried between
+// K ranges in `acc` and reduced in a fixed order on the last range, so every kernel shape (and every
+// K split) gives the same bits for the same element: results never depend on tiling or threads.
+//
+// Prepared b rows: f32 for float weights; for Q4_0/Q8_0 weights, b is quantized to Q8_0 once per
+// row into the "q8 row" layout: K int8 quants, then K/32 f32 scales (each an fp16-rounded value, so
+// the numbers are exactly those of quantize_row_q8_0).
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/dtype.h"
+
+namespace tessera::cpu::mm {
+
+inline constexpr int kMaxRM = 4;  // largest tile: kMaxRM weight rows x kMaxRN b columns
+inline constexpr int kMaxRN = 4;
+inline constexpr int kAccLanes = 8;  // floats of state per dot product
+
+struct TileArgs {
+  const char* a = nullptr;  // first weight row (at element 0)
+  size_t a_stride = 0;      // bytes between weight rows
+  const char* b = nullptr;  // first prepared b row (at element 0)
+  size_t b_stride = 0;      // bytes between prepared b rows
+  int64_t k = 0;            // full row length
+  int64_t k0 = 0, k1 = 0;   // range to add now; k0 % 32 == 0, k1 % 32 == 0 unless k1 == k
+  float* acc = nullptr;     // RM * RN * kAccLanes floats, [m][n][lane]
+  bool first = true;        // start from zero (else continue acc)
+  bool last = true;         // finish: reduce and write dst
+  float* dst = nullptr;     // element (m, n) goes to dst[n * dst_stride + m]
+  size_t dst_stride = 0;    // in floats
+};
+
+using TileFn = void (*)(const TileArgs&);
+
+// Weight kinds with a tile kernel (non-quantized weights that are not F32 contiguous are either
+// read as F16/BF16 rows or converted to F32 by the driver).
+enum class WeightKind : int { F32, F16, BF16, Q4_0, Q8_0, Count_ };
+inline constexpr int kWeightKinds = static_cast<int>(WeightKind::Count_);
+
+struct KernelTable {
+  const char* isa = "scalar";
+  TileFn tile[kWeightKinds][kMaxRM][kMaxRN] = {};  // [kind][rm - 1][rn - 1]
+  // Quantizes k floats (k % 32 == 0) into a q8 row at dst (see above).
+  void (*quantize_q8_row)(const float* src, char* dst, int64_t k) = nullptr;
+  // Converts k halves to floats.
+  void (*f16_to_f32_row)(const uint16_t* src, float* dst, int64_t k) = nullptr;
+};
+
+// Bytes of one q8 row of k elements (k % 32 == 0), padded so rows stay 64-byte aligned.
+inline size_t q8_row_bytes(int64_t k) noexcept {
+  const size_t raw = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * sizeof(float);
+  return (raw + 63) / 64 * 64;
+}
+
+const KernelTable& scalar_kernels() noexcept;
+// The AVX2/FMA/F16C kernels, or nullptr where they are not compiled in or the CPU lacks them.
+const KernelTable* avx2_kernels() noexcept;
+// What the fast path uses: the best table the CPU runs (or a test override).
+const KernelTable& active_kernels() noexcept;
+
+// For tests: makes `table` active while alive (nullptr = the default choice again).
+class ScopedKernelOverride {
+ public:
+  explicit ScopedKernelOverride(const KernelTable* table) noexcept;
+  ~ScopedKernelOverride();
+  ScopedKernelOverride(const ScopedKernelOverride&) = delete;
+  ScopedKernelOverride& operator=(const ScopedKernelOverride&) = delete;
+
+ private:
+  const KernelTable* previous_;
+};
+
+}  // namespace tessera::cpu::mm

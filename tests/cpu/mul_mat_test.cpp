@@ -1,0 +1,530 @@
+// MUL_MAT on the CPU (reference and fast kernels) against hand-computed values and a double-precision
+// re-computation written here, which decodes every weight format on its own.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/ops/mul_mat_kernels.h"
+#include "tessera/context.h"
+#include "tessera/convert.h"
+#include "tessera/cpu.h"
+#include "tessera/error.h"
+#include "tessera/graph.h"
+#include "tessera/ops.h"
+#include "tessera/quant.h"
+
+using namespace tessera;
+using cpu::KernelSet;
+
+namespace {
+
+std::vector<float> uniform(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Fills a contiguous tensor of any type from floats (quantized types per row, as files store them).
+void fill(Tensor* t, const std::vector<float>& v) {
+  ASSERT_EQ(static_cast<int64_t>(v.size()), t->nelements());
+  for (int64_t r = 0; r < t->nrows(); ++r)
+    from_f32_row(t->type, v.data() + r * t->ne[0], static_cast<char*>(t->data) + r * t->row_size(), t->ne[0]);
+}
+
+void fill_random(Tensor* t, uint32_t seed) { fill(t, uniform(static_cast<size_t>(t->nelements()), seed)); }
+
+uint16_t u16(const char* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Element (k, i1, i2, i3) of t read through its strides and decoded per OPS.md.
+double elem(const Tensor& t, int64_t k, int64_t i1, int64_t i2, int64_t i3) {
+  const char* row = static_cast<const char*>(t.data) + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+  switch (t.type) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, row + k * t.nb[0], 4);
+      return f;
+    }
+    case DType::F16:
+      return fp16_to_fp32(u16(row + k * t.nb[0]));
+    case DType::BF16: {
+      const uint32_t bits = static_cast<uint32_t>(u16(row + k * t.nb[0])) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case DType::Q8_0: {
+      const char* blk = row + (k / 32) * 34;
+      return static_cast<double>(fp16_to_fp32(u16(blk))) * static_cast<int8_t>(blk[2 + k % 32]);
+    }
+    case DType::Q4_0: {
+      const char* blk = row + (k / 32) * 18;
+      const int j = static_cast<int>(k % 32);
+      const auto byte = static_cast<uint8_t>(blk[2 + j % 16]);
+      const int q = j < 16 ? (byte & 0x0f) : (byte >> 4);
+      return static_cast<double>(fp16_to_fp32(u16(blk))) * (q - 8);
+    }
+    default:
+      ADD_FAILURE() << "unexpected type";
+      return 0.0;
+  }
+}
+
+// b's row as the fast quantized path sees it: Q8_0 blocks (d = amax/127 stored as fp16, q = round(x/d)).
+std::vector<double> q8_roundtrip(const std::vector<double>& x) {
+  std::vector<double> out(x.size());
+  for (size_t b0 = 0; b0 < x.size(); b0 += 32) {
+    float amax = 0.0f;
+    for (size_t i = b0; i < b0 + 32; ++i) amax = std::max(amax, std::fabs(static_cast<float>(x[i])));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const double d16 = fp16_to_fp32(fp32_to_fp16(d));
+    for (size_t i = b0; i < b0 + 32; ++i) out[i] = std::round(static_cast<float>(x[i]) * id) * d16;
+  }
+  return out;
+}
+
+struct Expected {
+  std::vector<double> value, abs_sum;  // per output element, [M, N, B2, B3] order
+};
+
+Expected expect(const Tensor& a, const Tensor& b, bool quantize_b) {
+  const int64_t K = a.ne[0], M = a.ne[1], N = b.ne[1], B2 = b.ne[2], B3 = b.ne[3];
+  const int64_t A2 = a.ne[2], r2 = B2 / A2, r3 = B3 / a.ne[3];
+  // Every weight row decoded once: [K, M, A2, A3].
+  std::vector<double> av(static_cast<size_t>(K * M * A2 * a.ne[3]));
+  for (int64_t i3 = 0; i3 < a.ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < A2; ++i2)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k)
+          av[static_cast<size_t>(((i3 * A2 + i2) * M + m) * K + k)] = elem(a, k, m, i2, i3);
+  Expected e;
+  std::vector<double> brow(static_cast<size_t>(K));
+  for (int64_t i3 = 0; i3 < B3; ++i3)
+    for (int64_t i2 = 0; i2 < B2; ++i2)
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t k = 0; k < K; ++k) brow[k] = elem(b, k, n, i2, i3);
+        if (quantize_b) brow = q8_roundtrip(brow);
+        for (int64_t m = 0; m < M; ++m) {
+          const double* arow = av.data() + (((i3 / r3) * A2 + i2 / r2) * M + m) * K;
+          double s = 0.0, sa = 0.0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double p = arow[k] * brow[k];
+            s += p;
+            sa += std::fabs(p);
+          }
+          e.value.push_back(s);
+          e.abs_sum.push_back(sa);
+        }
+      }
+  return e;
+}
+
+// Computes `out` and returns its values; the memory is poisoned with NaN first so that an element
+// the kernel forgets shows up.
+std::vector<float> compute(Tensor* out, int threads, KernelSet kernels) {
+  std::memset(out->data, 0xff, out->nbytes());
+  cpu::CpuBackend backend(threads, kernels);
+  Graph graph({out});
+  backend.compute(graph);
+  std::vector<float> v(static_cast<size_t>(out->nelements()));
+  std::memcpy(v.data(), out->data, v.size() * sizeof(float));
+  return v;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<double>& want) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return den > 0.0 ? num / den : num;
+}
+
+enum class ALayout { Contiguous, Permuted, Transposed };
+enum class BLayout { F32, F16, Permuted, Transposed };
+
+struct Case {
+  DType type = DType::F32;
+  int64_t k = 32, m = 13, n = 1;
+  int64_t a2 = 1, a3 = 1, r2 = 1, r3 = 1;
+  ALayout a_layout = ALayout::Contiguous;
+  BLayout b_layout = BLayout::F32;
+  std::string str() const {
+    return std::string(name(type)) + " K=" + std::to_string(k) + " M=" + std::to_string(m) +
+           " N=" + std::to_string(n) + " a2=" + std::to_string(a2) + " a3=" + std::to_string(a3) +
+           " r2=" + std::to_string(r2) + " r3=" + std::to_string(r3) +
+           " a_layout=" + std::to_string(static_cast<int>(a_layout)) +
+           " b_layout=" + std::to_string(static_cast<int>(b_layout));
+  }
+};
+
+struct Built {
+  std::unique_ptr<Context> ctx = std::make_unique<Context>(true);
+  Tensor* a = nullptr;
+  Tensor* b = nullptr;
+  Tensor* out = nullptr;
+};
+
+Built build(const Case& c, uint32_t seed) {
+  Built g;
+  Context& ctx = *g.ctx;
+  const int64_t b2 = c.a2 * c.r2, b3 = c.a3 * c.r3;
+  switch (c.a_layout) {
+    case ALayout::Contiguous:
+      g.a = ctx.new_tensor(c.type, c.k, c.m, c.a2, c.a3);
+      fill_random(g.a, seed);
+      break;
+    case ALayout::Permuted: {  // rows contiguous, dims 1 and 2 swapped (like a K cache view)
+      Tensor* base = ctx.new_tensor(c.type, c.k, c.a2, c.m, c.a3);
+      fill_random(base, seed);
+      g.a = ops::permute(ctx, base, 0, 2, 1, 3);
+      break;
+    }
+    case ALayout::Transposed: {  // elements strided
+      Tensor* base = ctx.new_tensor(c.type, c.m, c.k, c.a2, c.a3);
+      fill_random(base, seed);
+      g.a = ops::transpose(ctx, base);
+      break;
+    }
+  }
+  switch (c.b_layout) {
+    case BLayout::F32:
+    case BLayout::F16:
+      g.b = ctx.new_tensor(c.b_layout == BLayout::F32 ? DType::F32 : DType::F16, c.k, c.n, b2, b3);
+      fill_random(g.b, seed + 1);
+      break;
+    case BLayout::Permuted: {
+      Tensor* base = ctx.new_tensor(DType::F32, c.k, b2, c.n, b3);
+      fill_random(base, seed + 1);
+      g.b = ops::permute(ctx, base, 0, 2, 1, 3);
+      break;
+    }
+    case BLayout::Transposed: {
+      Tensor* base = ctx.new_tensor(DType::F32, c.n, c.k, b2, b3);
+      fill_random(base, seed + 1);
+      g.b = ops::transpose(ctx, base);
+      break;
+    }
+  }
+  g.out = ops::mul_mat(ctx, g.a, g.b);
+  EXPECT_EQ(g.out->type, DType::F32);
+  EXPECT_EQ(g.out->ne, (std::array<int64_t, 4>{c.m, c.n, b2, b3}));
+  return g;
+}
+
+// Reference kernels: the double computation rounded to f32.
+void check_reference(const std::vector<float>& got, const Expected& e) {
+  ASSERT_EQ(got.size(), e.value.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], e.value[i], 1e-7 * e.abs_sum[i] + 1e-7 * std::fabs(e.value[i]) + 1e-30) << "at " << i;
+}
+
+// Fast kernels: f32 accumulation of the same products.
+void check_fast(const std::vector<float>& got, const Expected& e) {
+  ASSERT_EQ(got.size(), e.value.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], e.value[i], 2e-5 * e.abs_sum[i] + 1e-30) << "at " << i;
+}
+
+// Runs the case with the reference kernels, the fast kernels the CPU picks, and the scalar fallback.
+void check_case(const Case& c, uint32_t seed = 7) {
+  SCOPED_TRACE(c.str());
+  Built g = build(c, seed);
+  const Expected exact = expect(*g.a, *g.b, false);
+  check_reference(compute(g.out, 2, KernelSet::Reference), exact);
+
+  const bool quant = is_quantized(c.type);
+  const Expected with_q8_b = quant ? expect(*g.a, *g.b, true) : exact;
+  const cpu::mm::KernelTable* tables[] = {&cpu::mm::active_kernels(), &cpu::mm::scalar_kernels()};
+  for (const cpu::mm::KernelTable* table : tables) {
+    SCOPED_TRACE(table->isa);
+    cpu::mm::ScopedKernelOverride use(table);
+    const std::vector<float> fast = compute(g.out, 2, KernelSet::Fast);
+    check_fast(fast, with_q8_b);
+    if (quant) {
+      EXPECT_LT(nmse(fast, exact.value), 5e-4);
+    }
+  }
+}
+
+constexpr DType kWeightTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+
+// ---------------------------------------------------------------- hand-computed
+
+TEST(CpuMulMat, HandComputed2x3FloatWeights) {
+  // a = [[1, 2, 3], [4, 5, 6]] (2 rows of K = 3), b columns (1, 0, -1) and (0.5, 1, 2).
+  for (DType type : {DType::F32, DType::F16, DType::BF16})
+    for (DType btype : {DType::F32, DType::F16})
+      for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast}) {
+        SCOPED_TRACE(std::string(name(type)) + " x " + std::string(name(btype)));
+        Context ctx(true);
+        Tensor* a = ctx.new_tensor(type, 3, 2);
+        Tensor* b = ctx.new_tensor(btype, 3, 2);
+        fill(a, {1, 2, 3, 4, 5, 6});
+        fill(b, {1, 0, -1, 0.5f, 1, 2});
+        Tensor* out = ops::mul_mat(ctx, a, b);
+        const std::vector<float> got = compute(out, 1, ks);
+        // dst[m, n]: 1-3, 4-6, 0.5+2+6, 2+5+12
+        EXPECT_EQ(got, (std::vector<float>{-2.0f, -2.0f, 8.5f, 19.0f}));
+      }
+}
+
+TEST(CpuMulMat, HandComputed2x3Transposed) {
+  // The same product with b given as a transposed view (elements strided) and a F32.
+  Context ctx(true);
+  Tensor* a = ctx.new_tensor(DType::F32, 3, 2);
+  Tensor* bt = ctx.new_tensor(DType::F32, 2, 3);  // bt[n, k]
+  fill(a, {1, 2, 3, 4, 5, 6});
+  fill(bt, {1, 0.5f, 0, 1, -1, 2});
+  Tensor* out = ops::mul_mat(ctx, a, ops::transpose(ctx, bt));
+  for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast})
+    EXPECT_EQ(compute(out, 2, ks), (std::vector<float>{-2.0f, -2.0f, 8.5f, 19.0f}));
+}
+
+TEST(CpuMulMat, HandComputedQuantizedBlocks) {
+  Context ctx(true);
+  // Q8_0 row: d = 0.5, q_j = j - 16, so element j = (j - 16) / 2.
+  Tensor* a8 = ctx.new_tensor(DType::Q8_0, 32, 1);
+  auto* blk8 = static_cast<BlockQ8_0*>(a8->data);
+  blk8->d = fp32_to_fp16(0.5f);
+  for (int j = 0; j < 32; ++j) blk8->qs[j] = static_cast<int8_t>(j - 16);
+  // Q4_0 row: d = 0.25, element j = (j - 8) / 4 and element j + 16 = (7 - j) / 4 for j < 16.
+  Tensor* a4 = ctx.new_tensor(DType::Q4_0, 32, 1);
+  auto* blk4 = static_cast<BlockQ4_0*>(a4->data);
+  blk4->d = fp32_to_fp16(0.25f);
+  for (int j = 0; j < 16; ++j) blk4->qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  // b columns: all ones; 2 at element 0; 1 at element 17.
+  Tensor* b = ctx.new_tensor(DType::F32, 32, 3);
+  std::vector<float> bv(96, 0.0f);
+  for (int j = 0; j < 32; ++j) bv[j] = 1.0f;
+  bv[32] = 2.0f;
+  bv[64 + 17] = 1.0f;
+  fill(b, bv);
+  // Q8_0: sum (j-16)/2 = -8; 2 * (-16/2) = -16; (17-16)/2 = 0.5.
+  // Q4_0: sum over j < 16 of (j-8 + 7-j)/4 = -4; 2 * (-8/4) = -4; element 17 = (7-1)/4 = 1.5.
+  const std::vector<float> want8 = {-8.0f, -16.0f, 0.5f};
+  const std::vector<float> want4 = {-4.0f, -4.0f, 1.5f};
+  Tensor* out8 = ops::mul_mat(ctx, a8, b);
+  Tensor* out4 = ops::mul_mat(ctx, a4, b);
+  EXPECT_EQ(compute(out8, 1, KernelSet::Reference), want8);
+  EXPECT_EQ(compute(out4, 1, KernelSet::Reference), want4);
+  // The fast path rounds b through Q8_0 (here b's blocks hold 0, 1 and 2 only, scale 1/127 or 2/127
+  // in fp16), so it matches to the fp16 scale's precision.
+  const std::vector<float> got8 = compute(out8, 1, KernelSet::Fast), got4 = compute(out4, 1, KernelSet::Fast);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(got8[i], want8[i], 2e-3 * std::fabs(want8[i]));
+    EXPECT_NEAR(got4[i], want4[i], 2e-3 * std::fabs(want4[i]));
+  }
+}
+
+// ---------------------------------------------------------------- against the double computation
+
+TEST(CpuMulMat, EveryWeightTypeEveryNAndK) {
+  for (DType type : kWeightTypes)
+    for (int64_t k : {32, 64, 4096})
+      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33}) {
+        Case c;
+        c.type = type;
+        c.k = k;
+        c.n = n;
+        c.m = 13;
+        check_case(c, static_cast<uint32_t>(k * 100 + n));
+      }
+}
+
+TEST(CpuMulMat, FloatWeightsOddK) {
+  // K that is not a multiple of 8 (vector tails) for the float weight types.
+  for (DType type : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t k : {1, 3, 7, 9, 31, 33, 100, 1029})
+      for (int64_t n : {1, 2, 5}) {
+        Case c;
+        c.type = type;
+        c.k = k;
+        c.n = n;
+        c.m = 6;
+        check_case(c, static_cast<uint32_t>(k + n));
+      }
+}
+
+TEST(CpuMulMat, LargeBlocksCrossCacheChunks) {
+  // More weight rows and b columns than one cache block, and K split into several ranges.
+  for (DType type : kWeightTypes) {
+    Case c;
+    c.type = type;
+    c.k = 4096;
+    c.m = 300;
+    c.n = 70;
+    check_case(c, 11);
+  }
+}
+
+TEST(CpuMulMat, BroadcastOverDims2And3) {
+  for (DType type : kWeightTypes)
+    for (int64_t r : {1, 2, 3}) {
+      Case c;
+      c.type = type;
+      c.k = 64;
+      c.m = 5;
+      c.n = 3;
+      c.a2 = 2;
+      c.a3 = 1;
+      c.r2 = r;
+      check_case(c, static_cast<uint32_t>(r));
+      c.a2 = 1;
+      c.a3 = 2;
+      c.r2 = 1;
+      c.r3 = r;
+      check_case(c, static_cast<uint32_t>(10 + r));
+      c.a2 = 2;
+      c.a3 = 2;
+      c.r2 = r;
+      c.r3 = 4 - r;
+      c.n = 1;
+      check_case(c, static_cast<uint32_t>(20 + r));
+    }
+}
+
+TEST(CpuMulMat, PermutedAndF16B) {
+  for (DType type : kWeightTypes)
+    for (BLayout bl : {BLayout::Permuted, BLayout::F16})
+      for (int64_t n : {1, 4, 9}) {
+        Case c;
+        c.type = type;
+        c.k = 96;
+        c.m = 7;
+        c.n = n;
+        c.a2 = 3;
+        c.r2 = 2;
+        c.b_layout = bl;
+        check_case(c, static_cast<uint32_t>(n));
+      }
+}
+
+TEST(CpuMulMat, TransposedBWithF32Weights) {
+  for (int64_t n : {1, 2, 5, 33}) {
+    Case c;
+    c.type = DType::F32;
+    c.k = 67;
+    c.m = 9;
+    c.n = n;
+    c.a2 = 2;
+    c.r2 = 2;
+    c.b_layout = BLayout::Transposed;
+    check_case(c, static_cast<uint32_t>(n));
+  }
+}
+
+TEST(CpuMulMat, NonContiguousWeights) {
+  // Weights as a permuted view (rows contiguous) and, for float types, as a transposed view
+  // (elements strided).
+  for (DType type : kWeightTypes)
+    for (int64_t n : {1, 3, 8}) {
+      Case c;
+      c.type = type;
+      c.k = 80;
+      c.m = 11;
+      c.n = n;
+      c.a2 = 2;
+      c.r2 = 2;
+      c.a_layout = ALayout::Permuted;
+      c.b_layout = BLayout::Permuted;
+      c.k = is_quantized(type) ? 96 : 80;
+      check_case(c, static_cast<uint32_t>(n));
+      if (is_quantized(type)) continue;
+      c.a_layout = ALayout::Transposed;
+      c.b_layout = type == DType::F32 ? BLayout::Transposed : BLayout::F32;
+      check_case(c, static_cast<uint32_t>(n + 1));
+    }
+}
+
+// ---------------------------------------------------------------- determinism
+
+TEST(CpuMulMat, ThreadCountDoesNotChangeBits) {
+  for (DType type : kWeightTypes)
+    for (int64_t n : {1, 7, 70}) {
+      Case c;
+      c.type = type;
+      c.k = 4096;
+      c.m = 150;
+      c.n = n;
+      c.r2 = 2;
+      SCOPED_TRACE(c.str());
+      Built g = build(c, 5);
+      for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast}) {
+        const std::vector<float> one = compute(g.out, 1, ks);
+        for (int threads : {2, 3}) {
+          const std::vector<float> more = compute(g.out, threads, ks);
+          ASSERT_EQ(0, std::memcmp(one.data(), more.data(), one.size() * sizeof(float)))
+              << threads << " threads, kernels " << (ks == KernelSet::Fast ? "fast" : "reference");
+        }
+      }
+    }
+}
+
+// ---------------------------------------------------------------- kernels and errors
+
+TEST(CpuMulMat, SimdQuantizationMatchesScalarAndQ8_0) {
+  const cpu::mm::KernelTable& scalar = cpu::mm::scalar_kernels();
+  const cpu::mm::KernelTable* simd = cpu::mm::avx2_kernels();
+  // Random blocks, a zero block, and one with exact halves (amax 127 gives d = 1): ties round away.
+  std::vector<float> x = uniform(32 * 8, 3);
+  for (int i = 0; i < 32; ++i) x[32 * 5 + i] = 0.0f;
+  const float ties[] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -0.49999997f};
+  for (int i = 0; i < 32; ++i) x[32 * 6 + i] = ties[i % 9];
+  const int64_t k = static_cast<int64_t>(x.size());
+  std::vector<char> want(cpu::mm::q8_row_bytes(k)), got(want.size());
+  scalar.quantize_q8_row(x.data(), want.data(), k);
+  // Against the library's Q8_0 quantizer: same quants, same (fp16) scales.
+  std::vector<BlockQ8_0> blocks(static_cast<size_t>(k / 32));
+  quantize_row_q8_0(x.data(), blocks.data(), k);
+  for (int64_t j = 0; j < k / 32; ++j) {
+    EXPECT_EQ(0, std::memcmp(blocks[j].qs, want.data() + 32 * j, 32)) << "block " << j;
+    float d;
+    std::memcpy(&d, want.data() + k + 4 * j, 4);
+    EXPECT_EQ(d, fp16_to_fp32(blocks[j].d)) << "block " << j;
+  }
+  EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 1]), 3);   // 2.5 -> 3
+  EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 2]), -3);  // -2.5 -> -3
+  EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 8]), 0);   // just under a half
+  if (simd != nullptr) {  // CPUs without AVX2 have only the scalar quantizer checked above
+    simd->quantize_q8_row(x.data(), got.data(), k);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), static_cast<size_t>(k + 4 * (k / 32))));
+  }
+}
+
+TEST(CpuMulMat, BuilderRejectsMismatchedK) {
+  Context ctx(true);
+  Tensor* a = ctx.new_tensor(DType::Q4_0, 64, 4);
+  Tensor* b = ctx.new_tensor(DType::F32, 32, 3);
+  try {
+    ops::mul_mat(ctx, a, b);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("MUL_MAT"), std::string::npos) << e.what();
+  }
+  Tensor* bf = ctx.new_tensor(DType::F32, 48, 3);
+  EXPECT_THROW(ops::mul_mat(ctx, ctx.new_tensor(DType::F32, 32, 2), bf), Error);
+}
+
+TEST(CpuMulMat, ZeroLengthRowsGiveZeros) {
+  Context ctx(true);
+  Tensor* a = ctx.new_tensor(DType::F32, 0, 3);
+  Tensor* b = ctx.new_tensor(DType::F32, 0, 2);
+  Tensor* out = ops::mul_mat(ctx, a, b);
+  for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast})
+    EXPECT_EQ(compute(out, 2, ks), std::vector<float>(6, 0.0f));
+}
+
+}  // namespace
