@@ -10,5 +10,6 @@ void add_run(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_test_ops(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_tokenize(app);
   tessera::cli::add_logits(app);
   tessera::cli::add_bench(app);
+  tessera::cli::add_test_ops(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

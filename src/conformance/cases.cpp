@@ -1,0 +1,526 @@
+// The case families of test-ops: every op of the required set, as the field's suite has them.
+#include <fmt/format.h>
+
+#include <map>
+
+#include "conformance/harness.h"
+#include "tessera/ops.h"
+
+namespace tessera::conformance {
+namespace {
+
+using Ne = std::array<int64_t, 4>;
+using Builder = std::function<Tensor*(Case&, Context&)>;
+
+std::string ne_str(const Ne& ne) { return fmt::format("[{},{},{},{}]", ne[0], ne[1], ne[2], ne[3]); }
+std::string tn(DType t) { return std::string(name(t)); }
+
+class FnCase final : public Case {
+ public:
+  FnCase(Op op, std::string name, Builder build, double flops = 0.0)
+      : op_(op), name_(std::move(name)), build_(std::move(build)), flops_(flops) {}
+  std::string name() const override { return name_; }
+  Op op() const override { return op_; }
+  Tensor* build(Context& ctx) override { return build_(*this, ctx); }
+  double flops(const Tensor&) const override { return flops_; }
+
+ private:
+  Op op_;
+  std::string name_;
+  Builder build_;
+  double flops_;
+};
+
+// Compares each row computed alone with the same row inside a batch (within one backend).
+class BatchCase final : public Case {
+ public:
+  // make(ctx, input, rows) returns the op applied to `input`; input has `rows` rows.
+  using Make = std::function<Tensor*(Case&, Context&, int64_t rows, Tensor** batch_out,
+                                     std::vector<std::pair<Tensor*, Tensor*>>& pairs)>;
+  BatchCase(Op op, std::string name, Make make) : op_(op), name_(std::move(name)), make_(std::move(make)) {}
+  std::string name() const override { return name_; }
+  Op op() const override { return op_; }
+  bool self_check() const override { return true; }
+  Tensor* build(Context& ctx) override {
+    pairs_.clear();
+    Tensor* out = nullptr;
+    make_(*this, ctx, 0, &out, pairs_);
+    return out;
+  }
+  std::vector<std::pair<Tensor*, Tensor*>> pairs() const override { return pairs_; }
+
+ private:
+  Op op_;
+  std::string name_;
+  Make make_;
+  std::vector<std::pair<Tensor*, Tensor*>> pairs_;
+};
+
+// A row of a 2-D+ tensor as a [ne0, 1, 1, 1] view.
+Tensor* row_view(Context& ctx, Tensor* t, int64_t r) {
+  return ops::view(ctx, t, {t->ne[0], 1, 1, 1}, t->nb[1], t->nb[1], t->nb[1],
+                   static_cast<size_t>(r) * t->nb[1]);
+}
+
+// A non-contiguous version of a [ne] tensor: a permuted view of a leaf with dims 0 and 1 swapped.
+Tensor* transposed_leaf(Case& c, Context& ctx, DType type, const Ne& ne, Fill fill = Fill::Uniform) {
+  Tensor* base = c.leaf(ctx, type, {ne[1], ne[0], ne[2], ne[3]}, fill);
+  return ops::transpose(ctx, base);
+}
+
+void add(std::vector<std::unique_ptr<Case>>& out, Op op, std::string name, Builder b, double flops = 0.0) {
+  out.push_back(std::make_unique<FnCase>(op, std::move(name), std::move(b), flops));
+}
+
+void unary_family(std::vector<std::unique_ptr<Case>>& out) {
+  const Ne shapes[] = {{5, 7, 11, 13}, {128, 3, 1, 1}};
+  for (DType t : {DType::F32, DType::F16}) {
+    for (int u = 0; u < kUnaryOpCount; ++u) {
+      const auto uop = static_cast<UnaryOp>(u);
+      for (const Ne& ne : shapes)
+        add(out, Op::Unary,
+            fmt::format("UNARY(op={}, type={}, ne={})", unary_op_name(uop), tn(t), ne_str(ne)),
+            [=](Case& c, Context& ctx) { return ops::unary(ctx, c.leaf(ctx, t, ne), uop); });
+      add(out, Op::Unary,
+          fmt::format("UNARY(op={}, type={}, ne=[7,5,3,1], transposed)", unary_op_name(uop), tn(t)),
+          [=](Case& c, Context& ctx) {
+            return ops::unary(ctx, transposed_leaf(c, ctx, t, {7, 5, 3, 1}), uop);
+          });
+    }
+    for (const Ne& ne : shapes) {
+      add(out, Op::LeakyRelu, fmt::format("LEAKY_RELU(type={}, ne={}, slope=0.1)", tn(t), ne_str(ne)),
+          [=](Case& c, Context& ctx) { return ops::leaky_relu(ctx, c.leaf(ctx, t, ne), 0.1f); });
+      add(out, Op::Scale, fmt::format("SCALE(type={}, ne={}, s=1.5, b=0.25)", tn(t), ne_str(ne)),
+          [=](Case& c, Context& ctx) { return ops::scale(ctx, c.leaf(ctx, t, ne), 1.5f, 0.25f); });
+      add(out, Op::Sqr, fmt::format("SQR(type={}, ne={})", tn(t), ne_str(ne)),
+          [=](Case& c, Context& ctx) { return ops::sqr(ctx, c.leaf(ctx, t, ne)); });
+      add(out, Op::Clamp, fmt::format("CLAMP(type={}, ne={}, min=-0.5, max=0.5)", tn(t), ne_str(ne)),
+          [=](Case& c, Context& ctx) { return ops::clamp(ctx, c.leaf(ctx, t, ne), -0.5f, 0.5f); });
+    }
+    add(out, Op::Scale, fmt::format("SCALE(type={}, ne=[9,4,2,1], s=-2, b=0, transposed)", tn(t)),
+        [=](Case& c, Context& ctx) {
+          return ops::scale(ctx, transposed_leaf(c, ctx, t, {9, 4, 2, 1}), -2.0f, 0.0f);
+        });
+  }
+}
+
+void binary_family(std::vector<std::unique_ptr<Case>>& out) {
+  const std::pair<DType, DType> mixes[] = {
+      {DType::F32, DType::F32}, {DType::F16, DType::F16}, {DType::F16, DType::F32}};
+  const Ne a_ne{10, 5, 4, 3};
+  const Ne b_shapes[] = {{10, 5, 4, 3}, {10, 1, 1, 1}, {1, 5, 1, 1}, {10, 5, 1, 1},
+                         {10, 5, 4, 1}, {1, 1, 4, 3},  {5, 5, 2, 3}, {1, 1, 1, 1}};
+  for (Op op : {Op::Add, Op::Mul, Op::Div}) {
+    const Fill fill = op == Op::Add ? Fill::Uniform : Fill::NearOne;
+    auto build = [op](Context& ctx, Tensor* a, Tensor* b) {
+      return op == Op::Add ? ops::add(ctx, a, b) : op == Op::Mul ? ops::mul(ctx, a, b) : ops::div(ctx, a, b);
+    };
+    for (auto [ta, tb] : mixes) {
+      for (const Ne& bn : b_shapes)
+        add(out, op,
+            fmt::format("{}(type_a={}, type_b={}, ne_a={}, ne_b={})", op_name(op), tn(ta), tn(tb),
+                        ne_str(a_ne), ne_str(bn)),
+            [=](Case& c, Context& ctx) {
+              return build(ctx, c.leaf(ctx, ta, a_ne, fill), c.leaf(ctx, tb, bn, fill));
+            });
+      add(out, op,
+          fmt::format("{}(type_a={}, type_b={}, ne_a=[6,8,2,1], ne_b=[6,1,1,1], a transposed)", op_name(op),
+                      tn(ta), tn(tb)),
+          [=](Case& c, Context& ctx) {
+            return build(ctx, transposed_leaf(c, ctx, ta, {6, 8, 2, 1}, fill),
+                         c.leaf(ctx, tb, {6, 1, 1, 1}, fill));
+          });
+      add(out, op,
+          fmt::format("{}(type_a={}, type_b={}, ne=[6,8,2,1], b transposed)", op_name(op), tn(ta), tn(tb)),
+          [=](Case& c, Context& ctx) {
+            return build(ctx, c.leaf(ctx, ta, {6, 8, 2, 1}, fill),
+                         transposed_leaf(c, ctx, tb, {6, 8, 2, 1}, fill));
+          });
+    }
+  }
+  add(out, Op::Acc, "ACC(type=f32, ne_a=[10,6,3,2], ne_b=[4,3,2,2], offset=row 1 col 2)",
+      [](Case& c, Context& ctx) {
+        Tensor* a = c.leaf(ctx, DType::F32, {10, 6, 3, 2});
+        Tensor* b = c.leaf(ctx, DType::F32, {4, 3, 2, 2});
+        return ops::acc(ctx, a, b, a->nb[1], a->nb[2], a->nb[3], a->nb[1] + 2 * 4);
+      });
+  add(out, Op::Acc, "ACC(type=f32, ne_a=[64,1,1,1], ne_b=[16,1,1,1], offset=128)", [](Case& c, Context& ctx) {
+    Tensor* a = c.leaf(ctx, DType::F32, {64, 1, 1, 1});
+    Tensor* b = c.leaf(ctx, DType::F32, {16, 1, 1, 1});
+    return ops::acc(ctx, a, b, a->nb[1], a->nb[2], a->nb[3], 128);
+  });
+}
+
+void shape_family(std::vector<std::unique_ptr<Case>>& out) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32}) {
+    add(out, Op::Repeat, fmt::format("REPEAT(type={}, ne_a=[3,2,1,1], ne=[9,4,2,3])", tn(t)),
+        [=](Case& c, Context& ctx) {
+          return ops::repeat(ctx, c.leaf(ctx, t, {3, 2, 1, 1}),
+                             c.leaf(ctx, DType::F32, {9, 4, 2, 3}, Fill::Zero));
+        });
+  }
+  for (DType t : {DType::F32, DType::F16}) {
+    for (int dim = 0; dim < 4; ++dim) {
+      Ne a{5, 4, 3, 2}, b = a;
+      b[dim] = 3;
+      add(out, Op::Concat,
+          fmt::format("CONCAT(type={}, ne_a={}, ne_b={}, dim={})", tn(t), ne_str(a), ne_str(b), dim),
+          [=](Case& c, Context& ctx) { return ops::concat(ctx, c.leaf(ctx, t, a), c.leaf(ctx, t, b), dim); });
+    }
+  }
+  // GET_ROWS from every type, random (repeated) indices, and the edge rows 0 and ne1-1.
+  for (DType t : kAllDTypes) {
+    const int64_t ne0 = is_quantized(t) ? 64 : 10;
+    add(out, Op::GetRows, fmt::format("GET_ROWS(type={}, ne=[{},20,3,1], rows=15)", tn(t), ne0),
+        [=](Case& c, Context& ctx) {
+          return ops::get_rows(ctx, c.leaf(ctx, t, {ne0, 20, 3, 1}),
+                               c.leaf(ctx, DType::I32, {15, 3, 1, 1}, Fill::Indices, 20));
+        });
+    add(out, Op::GetRows, fmt::format("GET_ROWS(type={}, ne=[{},2,1,1], rows=7, edge indices)", tn(t), ne0),
+        [=](Case& c, Context& ctx) {
+          return ops::get_rows(ctx, c.leaf(ctx, t, {ne0, 2, 1, 1}),
+                               c.leaf(ctx, DType::I32, {7, 1, 1, 1}, Fill::Indices, 2));
+        });
+  }
+  // DUP/CONT of permuted and transposed sources.
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32}) {
+    add(out, Op::Dup, fmt::format("DUP(type={}, ne=[5,7,3,2])", tn(t)), [=](Case& c, Context& ctx) {
+      return ops::dup(ctx, c.leaf(ctx, t, {5, 7, 3, 2}));
+    });
+    add(out, Op::Cont, fmt::format("CONT(type={}, ne=[5,7,3,2], permuted 0,2,1,3)", tn(t)),
+        [=](Case& c, Context& ctx) {
+          return ops::cont(ctx, ops::permute(ctx, c.leaf(ctx, t, {5, 7, 3, 2}), 0, 2, 1, 3));
+        });
+    add(out, Op::Cont, fmt::format("CONT(type={}, ne=[6,4,1,1], transposed)", tn(t)),
+        [=](Case& c, Context& ctx) {
+          return ops::cont(ctx, transposed_leaf(c, ctx, t, {6, 4, 1, 1}));
+        });
+  }
+  for (DType t : {DType::Q4_0, DType::Q8_0})
+    add(out, Op::Dup, fmt::format("DUP(type={}, ne=[64,3,2,1])", tn(t)), [=](Case& c, Context& ctx) {
+      return ops::dup(ctx, c.leaf(ctx, t, {64, 3, 2, 1}));
+    });
+  // CPY between every pair of float types, into quantized types, and out of quantized types.
+  const DType floats[] = {DType::F32, DType::F16, DType::BF16};
+  for (DType s : floats) {
+    for (DType d : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+      add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst={}, ne=[64,5,3,1])", tn(s), tn(d)),
+          [=](Case& c, Context& ctx) {
+            return ops::cpy(ctx, c.leaf(ctx, s, {64, 5, 3, 1}), c.leaf(ctx, d, {64, 5, 3, 1}, Fill::Zero));
+          });
+      add(out, Op::Cpy,
+          fmt::format("CPY(type_src={}, type_dst={}, ne=[32,4,2,1], src permuted 0,2,1,3)", tn(s), tn(d)),
+          [=](Case& c, Context& ctx) {
+            Tensor* src = ops::permute(ctx, c.leaf(ctx, s, {32, 2, 4, 1}), 0, 2, 1, 3);
+            return ops::cpy(ctx, src, c.leaf(ctx, d, {32, 4, 2, 1}, Fill::Zero));
+          });
+    }
+    add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst=f32, ne=[6,2]->[4,3])", tn(s)),
+        [=](Case& c, Context& ctx) {
+          return ops::cpy(ctx, c.leaf(ctx, s, {6, 2, 1, 1}),
+                          c.leaf(ctx, DType::F32, {4, 3, 1, 1}, Fill::Zero));
+        });
+    add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst=f16, dst strided view)", tn(s)),
+        [=](Case& c, Context& ctx) {
+          Tensor* dst = c.leaf(ctx, DType::F16, {8, 6, 1, 1}, Fill::Zero);
+          Tensor* view = ops::view(ctx, dst, {3, 6, 1, 1}, dst->nb[1], dst->nb[1] * 6, dst->nb[1] * 6, 2 * 2);
+          return ops::cpy(ctx, c.leaf(ctx, s, {3, 6, 1, 1}), view);
+        });
+  }
+  for (DType s : {DType::Q8_0, DType::Q4_0})
+    for (DType d : {DType::F32, DType::F16})
+      add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst={}, ne=[64,4,1,1])", tn(s), tn(d)),
+          [=](Case& c, Context& ctx) {
+            return ops::cpy(ctx, c.leaf(ctx, s, {64, 4, 1, 1}), c.leaf(ctx, d, {64, 4, 1, 1}, Fill::Zero));
+          });
+  add(out, Op::Cpy, "CPY(type_src=i32, type_dst=i32, ne=[7,3,1,1])", [](Case& c, Context& ctx) {
+    return ops::cpy(ctx, c.leaf(ctx, DType::I32, {7, 3, 1, 1}),
+                    c.leaf(ctx, DType::I32, {7, 3, 1, 1}, Fill::Zero));
+  });
+}
+
+void norm_family(std::vector<std::unique_ptr<Case>>& out) {
+  const Ne shapes[] = {{64, 5, 4, 3}, {4096, 2, 1, 1}, {5, 7, 11, 13}};
+  for (const Ne& ne : shapes) {
+    for (float eps : {1e-6f, 1e-5f}) {
+      add(out, Op::Norm, fmt::format("NORM(type=f32, ne={}, eps={})", ne_str(ne), eps),
+          [=](Case& c, Context& ctx) { return ops::norm(ctx, c.leaf(ctx, DType::F32, ne), eps); });
+      add(out, Op::RmsNorm, fmt::format("RMS_NORM(type=f32, ne={}, eps={})", ne_str(ne), eps),
+          [=](Case& c, Context& ctx) { return ops::rms_norm(ctx, c.leaf(ctx, DType::F32, ne), eps); });
+    }
+  }
+  add(out, Op::RmsNorm, "RMS_NORM(type=f32, ne=[9,6,2,1], transposed, eps=1e-6)", [](Case& c, Context& ctx) {
+    return ops::rms_norm(ctx, transposed_leaf(c, ctx, DType::F32, {9, 6, 2, 1}), 1e-6f);
+  });
+  add(out, Op::Norm, "NORM(type=f32, ne=[9,6,2,1], transposed, eps=1e-6)", [](Case& c, Context& ctx) {
+    return ops::norm(ctx, transposed_leaf(c, ctx, DType::F32, {9, 6, 2, 1}), 1e-6f);
+  });
+  for (int groups : {1, 2, 3, 4})
+    add(out, Op::GroupNorm, fmt::format("GROUP_NORM(type=f32, ne=[8,6,10,2], groups={})", groups),
+        [=](Case& c, Context& ctx) {
+          return ops::group_norm(ctx, c.leaf(ctx, DType::F32, {8, 6, 10, 2}), groups, 1e-6f);
+        });
+  for (const Ne& ne : {Ne{10, 5, 4, 3}, Ne{4096, 3, 1, 1}})
+    add(out, Op::SumRows, fmt::format("SUM_ROWS(type=f32, ne={})", ne_str(ne)),
+        [=](Case& c, Context& ctx) { return ops::sum_rows(ctx, c.leaf(ctx, DType::F32, ne)); });
+  add(out, Op::SumRows, "SUM_ROWS(type=f32, ne=[7,5,2,1], transposed)", [](Case& c, Context& ctx) {
+    return ops::sum_rows(ctx, transposed_leaf(c, ctx, DType::F32, {7, 5, 2, 1}));
+  });
+  for (SortOrder order : {SortOrder::Ascending, SortOrder::Descending})
+    for (const Ne& ne : {Ne{16, 10, 1, 1}, Ne{61, 3, 2, 1}, Ne{1024, 2, 1, 1}})
+      add(out, Op::Argsort,
+          fmt::format("ARGSORT(type=f32, ne={}, order={})", ne_str(ne),
+                      order == SortOrder::Ascending ? "asc" : "desc"),
+          [=](Case& c, Context& ctx) {
+            return ops::argsort(ctx, c.leaf(ctx, DType::F32, ne, Fill::UniqueRow), order);
+          });
+}
+
+void resample_family(std::vector<std::unique_ptr<Case>>& out) {
+  add(out, Op::Upscale, "UPSCALE(type=f32, ne=[5,4,3,2]->[10,12,3,2], nearest)", [](Case& c, Context& ctx) {
+    return ops::upscale(ctx, c.leaf(ctx, DType::F32, {5, 4, 3, 2}), 10, 12, 3, 2, 0);
+  });
+  add(out, Op::Upscale, "UPSCALE(type=f32, ne=[8,6,2,1]->[5,4,3,1], nearest)", [](Case& c, Context& ctx) {
+    return ops::upscale(ctx, c.leaf(ctx, DType::F32, {8, 6, 2, 1}), 5, 4, 3, 1, 0);
+  });
+  add(out, Op::Upscale, "UPSCALE(type=f32, ne=[5,4,3,1]->[9,7,3,1], bilinear)", [](Case& c, Context& ctx) {
+    return ops::upscale(ctx, c.leaf(ctx, DType::F32, {5, 4, 3, 1}), 9, 7, 3, 1, 1);
+  });
+  add(out, Op::Upscale, "UPSCALE(type=f32, ne=[5,4,3,1]->[9,7,3,1], bilinear align-corners)",
+      [](Case& c, Context& ctx) {
+        return ops::upscale(ctx, c.leaf(ctx, DType::F32, {5, 4, 3, 1}), 9, 7, 3, 1, 1 | (1 << 8));
+      });
+  add(out, Op::Pad, "PAD(type=f32, ne=[5,4,3,2], pads=[1,2,0,3,1,0,0,1])", [](Case& c, Context& ctx) {
+    return ops::pad(ctx, c.leaf(ctx, DType::F32, {5, 4, 3, 2}), {1, 2, 0, 3, 1, 0, 0, 1}, false);
+  });
+  add(out, Op::Pad, "PAD(type=f32, ne=[5,4,3,2], pads=[2,1,1,2,0,0,0,0], circular)",
+      [](Case& c, Context& ctx) {
+        return ops::pad(ctx, c.leaf(ctx, DType::F32, {5, 4, 3, 2}), {2, 1, 1, 2, 0, 0, 0, 0}, true);
+      });
+  add(out, Op::Arange, "ARANGE(type=f32, start=-3, stop=7.5, step=0.75)",
+      [](Case&, Context& ctx) { return ops::arange(ctx, -3.0f, 7.5f, 0.75f); });
+  for (int dim : {64, 33})
+    add(out, Op::TimestepEmbedding,
+        fmt::format("TIMESTEP_EMBEDDING(type=f32, n=7, dim={}, max_period=10000)", dim),
+        [=](Case& c, Context& ctx) {
+          return ops::timestep_embedding(ctx, c.leaf(ctx, DType::F32, {7, 1, 1, 1}), dim, 10000);
+        });
+  // IM2COL 1-D and 2-D, f16/f32 results.
+  for (DType dst : {DType::F32, DType::F16}) {
+    for (DType in : {DType::F32, DType::F16}) {
+      add(out, Op::Im2Col,
+          fmt::format("IM2COL(type={}, type_in={}, 2d, in=[10,9,3,2], k=[3,3], s=2,1, p=1,0, d=1,2)", tn(dst),
+                      tn(in)),
+          [=](Case& c, Context& ctx) {
+            return ops::im2col(ctx, c.leaf(ctx, DType::F16, {3, 3, 3, 4}), c.leaf(ctx, in, {10, 9, 3, 2}), 2,
+                               1, 1, 0, 1, 2, true, dst);
+          });
+      add(out, Op::Im2Col,
+          fmt::format("IM2COL(type={}, type_in={}, 1d, in=[20,4,2], k=5, s=3, p=2, d=1)", tn(dst), tn(in)),
+          [=](Case& c, Context& ctx) {
+            return ops::im2col(ctx, c.leaf(ctx, DType::F16, {5, 4, 6, 1}), c.leaf(ctx, in, {20, 4, 2, 1}), 3,
+                               0, 2, 0, 1, 0, false, dst);
+          });
+    }
+  }
+  for (PoolOp op : {PoolOp::Max, PoolOp::Avg})
+    for (int p : {0, 1})
+      add(out, Op::Pool2D,
+          fmt::format("POOL_2D(type=f32, op={}, ne=[11,9,3,2], k=3x2, s=2x2, p={})",
+                      op == PoolOp::Max ? "max" : "avg", p),
+          [=](Case& c, Context& ctx) {
+            return ops::pool_2d(ctx, c.leaf(ctx, DType::F32, {11, 9, 3, 2}), op, 3, 2, 2, 2, p, p);
+          });
+}
+
+void attention_family(std::vector<std::unique_ptr<Case>>& out) {
+  for (int n_past : {0, 3})
+    add(out, Op::DiagMaskInf, fmt::format("DIAG_MASK_INF(type=f32, ne=[10,6,3,1], n_past={})", n_past),
+        [=](Case& c, Context& ctx) {
+          return ops::diag_mask_inf(ctx, c.leaf(ctx, DType::F32, {10, 6, 3, 1}), n_past);
+        });
+  const Ne shapes[] = {{16, 8, 4, 1}, {33, 5, 6, 2}, {1024, 3, 2, 1}};
+  for (const Ne& ne : shapes) {
+    add(out, Op::SoftMax, fmt::format("SOFT_MAX(type=f32, ne={}, scale=1)", ne_str(ne)),
+        [=](Case& c, Context& ctx) { return ops::soft_max(ctx, c.leaf(ctx, DType::F32, ne)); });
+    for (DType mt : {DType::F32, DType::F16})
+      for (float max_bias : {0.0f, 8.0f})
+        add(out, Op::SoftMax,
+            fmt::format("SOFT_MAX(type=f32, ne={}, mask={}, scale=0.125, max_bias={})", ne_str(ne), tn(mt),
+                        max_bias),
+            [=](Case& c, Context& ctx) {
+              Tensor* a = c.leaf(ctx, DType::F32, ne);
+              Tensor* mask = c.leaf(ctx, mt, {ne[0], ne[1] + 2, 1, 1});
+              return ops::soft_max(ctx, a, mask, 0.125f, max_bias);
+            });
+  }
+  // ROPE: both modes, partial rotation, YaRN, freq factors, f16.
+  for (DType t : {DType::F32, DType::F16}) {
+    for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool yarn = variant & 1, ff = variant & 2;
+        const int n_dims = variant == 0 ? 64 : 48;
+        add(out, Op::Rope,
+            fmt::format("ROPE(type={}, ne=[64,5,7,2], mode={}, n_dims={}, yarn={}, freq_factors={})", tn(t),
+                        mode == RopeMode::Normal ? "normal" : "neox", n_dims, yarn, ff),
+            [=](Case& c, Context& ctx) {
+              RopeParams p;
+              p.n_dims = n_dims;
+              p.mode = mode;
+              p.n_ctx_orig = 512;
+              p.freq_base = 10000.0f;
+              if (yarn) {
+                p.freq_scale = 0.25f;
+                p.ext_factor = 1.0f;
+                p.attn_factor = 1.0f;
+              }
+              Tensor* a = c.leaf(ctx, t, {64, 5, 7, 2});
+              Tensor* pos = c.leaf(ctx, DType::I32, {7, 1, 1, 1}, Fill::Positions, 2048);
+              Tensor* factors = ff ? c.leaf(ctx, DType::F32, {n_dims / 2, 1, 1, 1}, Fill::NearOne) : nullptr;
+              return ops::rope(ctx, a, pos, factors, p);
+            });
+      }
+    }
+  }
+}
+
+void mul_mat_family(std::vector<std::unique_ptr<Case>>& out) {
+  const DType weights[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+  auto mm = [&](DType ta, int64_t k, int64_t m, int64_t n, Ne batch_a, Ne batch_b, bool permuted_b) {
+    const double flops = 2.0 * k * m * n * batch_b[2] * batch_b[3];
+    add(
+        out, Op::MulMat,
+        fmt::format("MUL_MAT(type_a={}, type_b=f32, m={}, n={}, k={}, bs=[{},{}], nr=[{},{}]{})", tn(ta), m,
+                    n, k, batch_a[2], batch_a[3], batch_b[2] / batch_a[2], batch_b[3] / batch_a[3],
+                    permuted_b ? ", b permuted" : ""),
+        [=](Case& c, Context& ctx) {
+          Tensor* a = c.leaf(ctx, ta, {k, m, batch_a[2], batch_a[3]});
+          Tensor* b;
+          if (permuted_b) {
+            Tensor* base = c.leaf(ctx, DType::F32, {k, batch_b[2], n, batch_b[3]});
+            b = ops::permute(ctx, base, 0, 2, 1, 3);
+          } else {
+            b = c.leaf(ctx, DType::F32, {k, n, batch_b[2], batch_b[3]});
+          }
+          return ops::mul_mat(ctx, a, b);
+        },
+        flops);
+  };
+  for (DType ta : weights) {
+    for (int64_t k : {32, 256})
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33})
+        for (int64_t n : {1, 2, 5, 9, 16, 32, 33})
+          if ((m * 7 + n * 3 + k) % 3 == 0 || m == 1 || n == 1)  // a spread of the grid, not all of it
+            mm(ta, k, m, n, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+    mm(ta, 4096, 32, 1, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+    mm(ta, 4096, 16, 33, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+    mm(ta, 128, 127, 512, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+    mm(ta, 64, 512, 9, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+    for (int r2 : {1, 2, 3})
+      for (int r3 : {1, 2}) mm(ta, 64, 16, 7, {1, 1, 2, 1}, {1, 1, 2 * r2, r3}, false);
+    mm(ta, 64, 10, 6, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
+    mm(ta, 64, 10, 1, {1, 1, 3, 1}, {1, 1, 3, 1}, true);
+  }
+}
+
+// Batch invariance: a row computed alone equals the same row inside batches of 7 and 33.
+void batch_family(std::vector<std::unique_ptr<Case>>& out) {
+  auto add_batch = [&](Op op, const std::string& what, int64_t rows,
+                       std::function<Tensor*(Case&, Context&, Tensor * input)> apply,
+                       std::function<Tensor*(Case&, Context&, int64_t rows)> make_input) {
+    out.push_back(std::make_unique<BatchCase>(
+        op, fmt::format("{}(batch invariance, {}, rows={})", op_name(op), what, rows),
+        [=](Case& c, Context& ctx, int64_t, Tensor** batch_out,
+            std::vector<std::pair<Tensor*, Tensor*>>& pairs) {
+          Tensor* input = make_input(c, ctx, rows);
+          Tensor* batch = apply(c, ctx, input);
+          *batch_out = batch;
+          for (int64_t r : {int64_t{0}, rows / 2, rows - 1}) {
+            Tensor* alone = ops::cont(ctx, apply(c, ctx, row_view(ctx, input, r)));
+            pairs.push_back({ops::cont(ctx, row_view(ctx, batch, r)), alone});
+          }
+          return batch;
+        }));
+  };
+  for (int64_t rows : {7, 33}) {
+    for (DType ta : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+      // The weights are shared by every application, so build them once per graph.
+      auto weights = std::make_shared<std::map<Context*, Tensor*>>();
+      add_batch(
+          Op::MulMat, fmt::format("type_a={}, m=64, k=256", tn(ta)), rows,
+          [=](Case& c, Context& ctx, Tensor* x) {
+            auto& w = (*weights)[&ctx];
+            if (w == nullptr) w = c.leaf(ctx, ta, {256, 64, 1, 1});
+            return ops::mul_mat(ctx, w, x);
+          },
+          [=](Case& c, Context& ctx, int64_t n) {
+            weights->erase(&ctx);
+            return c.leaf(ctx, DType::F32, {256, n, 1, 1});
+          });
+    }
+    add_batch(
+        Op::SoftMax, "ne0=100", rows,
+        [](Case&, Context& ctx, Tensor* x) { return ops::soft_max(ctx, x, nullptr, 0.5f); },
+        [](Case& c, Context& ctx, int64_t n) {
+          return c.leaf(ctx, DType::F32, {100, n, 1, 1});
+        });
+    add_batch(
+        Op::RmsNorm, "ne0=4096", rows,
+        [](Case&, Context& ctx, Tensor* x) { return ops::rms_norm(ctx, x, 1e-5f); },
+        [](Case& c, Context& ctx, int64_t n) {
+          return c.leaf(ctx, DType::F32, {4096, n, 1, 1});
+        });
+    {
+      auto pos = std::make_shared<std::map<Context*, Tensor*>>();
+      add_batch(
+          Op::Rope, "ne0=64, one head", rows,
+          [=](Case& c, Context& ctx, Tensor* x) {
+            // Rope over [64, 1, rows] needs positions per row: use a [64,1,T] reshape of x.
+            RopeParams p;
+            p.n_dims = 64;
+            Tensor* x3 = ops::reshape(ctx, ops::cont(ctx, x), 64, 1, x->ne[1]);
+            auto& all = (*pos)[&ctx];
+            if (all == nullptr) all = c.leaf(ctx, DType::I32, {1, 1, 1, 1}, Fill::Positions, 1000);
+            // Every row sits at the same (random) position, alone or in the batch.
+            Tensor* positions =
+                ops::repeat(ctx, all, c.leaf(ctx, DType::I32, {x->ne[1], 1, 1, 1}, Fill::Zero));
+            return ops::reshape(ctx, ops::rope(ctx, x3, positions, nullptr, p), 64, x->ne[1]);
+          },
+          [=](Case& c, Context& ctx, int64_t n) {
+            pos->erase(&ctx);
+            return c.leaf(ctx, DType::F32, {64, n, 1, 1});
+          });
+    }
+    {
+      auto src = std::make_shared<std::map<Context*, Tensor*>>();
+      add_batch(
+          Op::GetRows, "type=q4_0, ne0=64", rows,
+          [=](Case& c, Context& ctx, Tensor* idx) {
+            auto& s = (*src)[&ctx];
+            if (s == nullptr) s = c.leaf(ctx, DType::Q4_0, {64, 50, 1, 1});
+            return ops::get_rows(ctx, s, ops::reshape(ctx, ops::cont(ctx, idx), idx->ne[0] * idx->ne[1]));
+          },
+          [=](Case& c, Context& ctx, int64_t n) {
+            src->erase(&ctx);
+            return c.leaf(ctx, DType::I32, {1, n, 1, 1}, Fill::Indices, 50);
+          });
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Case>> all_cases() {
+  std::vector<std::unique_ptr<Case>> out;
+  shape_family(out);
+  binary_family(out);
+  unary_family(out);
+  norm_family(out);
+  resample_family(out);
+  attention_family(out);
+  mul_mat_family(out);
+  batch_family(out);
+  return out;
+}
+
+}  // namespace tessera::conformance
