@@ -1,11 +1,89 @@
-// TEMPORARY placeholder until the family is implemented.
+// DIAG_MASK_INF and SOFT_MAX reference kernels (optional F16/F32 mask, scale, ALiBi slopes).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "core/check.h"
+#include "cpu/element.h"
 #include "cpu/kernels.h"
+
 namespace tessera::cpu {
-void run_diag_mask_inf(const ComputeContext&, Tensor& dst) {
-  raise(ErrorCode::Unsupported, "CPU: {} not implemented yet", op_name(dst.op));
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// ALiBi slope of head h out of n_head heads (1 when max_bias is 0), in f32 like ggml.
+float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
+  if (max_bias <= 0.0f) return 1.0f;
+  const int64_t n = int64_t{1} << static_cast<int>(std::floor(std::log2(static_cast<double>(n_head))));
+  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n));
+  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n));
+  return h < n ? std::pow(m0, static_cast<float>(h + 1)) : std::pow(m1, static_cast<float>(2 * (h - n) + 1));
 }
-void run_soft_max(const ComputeContext&, Tensor& dst) {
-  raise(ErrorCode::Unsupported, "CPU: {} not implemented yet", op_name(dst.op));
+
+}  // namespace
+
+void run_diag_mask_inf(const ComputeContext& ctx, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous() && dst.same_shape(a));
+  if (a.type != DType::F32)
+    raise(ErrorCode::Unsupported, "CPU: DIAG_MASK_INF needs an f32 source, got {}", a.describe());
+  const int64_t n_past = dst.param_i(0);
+  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t j = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+      float* y = reinterpret_cast<float*>(dst.at(0, j, i2, i3));
+      load_row_f32(a, j, i2, i3, y);
+      for (int64_t i = std::max<int64_t>(0, n_past + j + 1); i < ne0; ++i) y[i] = kNegInf;
+    }
+  });
 }
+
+void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor* mask = dst.src[1];
+  TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous() && dst.same_shape(a));
+  if (a.type != DType::F32)
+    raise(ErrorCode::Unsupported, "CPU: SOFT_MAX needs an f32 source, got {}", a.describe());
+  if (mask != nullptr && ((mask->type != DType::F32 && mask->type != DType::F16) || mask->ne[0] != a.ne[0] ||
+                          mask->ne[1] < a.ne[1] || a.ne[2] % mask->ne[2] != 0 || a.ne[3] % mask->ne[3] != 0))
+    raise(ErrorCode::InvalidArgument, "SOFT_MAX: mask {} does not fit {}", mask->describe(), a.describe());
+
+  const float scale = dst.param_f(0);
+  const float max_bias = dst.param_f(1);
+  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
+    std::vector<float> m(mask != nullptr ? static_cast<size_t>(ne0) : 0);
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+      float* w = reinterpret_cast<float*>(dst.at(0, i1, i2, i3));
+      load_row_f32(a, i1, i2, i3, w);
+      for (int64_t i = 0; i < ne0; ++i) w[i] *= scale;
+      if (mask != nullptr) {
+        // Mask row i1 of the mask slice that tiles (i2, i3); the slope belongs to head i2.
+        load_row_f32(*mask, i1, i2 % mask->ne[2], i3 % mask->ne[3], m.data());
+        const float slope = alibi_slope(max_bias, i2, ne2);
+        for (int64_t i = 0; i < ne0; ++i) w[i] += slope * m[i];
+      }
+      float max = kNegInf;
+      for (int64_t i = 0; i < ne0; ++i) max = std::max(max, w[i]);
+      if (max == kNegInf) {
+        // Every logit is -inf (a fully masked row). ggml computes exp(-inf - -inf) = NaN here; we
+        // define the result as all zeros instead, so such a row contributes nothing downstream.
+        std::fill(w, w + ne0, 0.0f);
+        continue;
+      }
+      double sum = 0.0;
+      for (int64_t i = 0; i < ne0; ++i) {
+        w[i] = std::exp(w[i] - max);
+        sum += w[i];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t i = 0; i < ne0; ++i) w[i] *= inv;
+    }
+  });
+}
+
 }  // namespace tessera::cpu
