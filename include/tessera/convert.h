@@ -20,4 +20,15 @@ void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) noexcept;
 void fp32_to_bf16_row(const float* src, uint16_t* dst, int64_t n) noexcept;
 void bf16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) noexcept;
 
+// The instruction set the row conversions (and quant.h's row functions) use here: "avx2+f16c" or "scalar".
+const char* conversion_isa() noexcept;
+
+// Plain scalar row conversions: the reference the vectorized ones must match bit for bit.
+namespace ref {
+void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) noexcept;
+void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) noexcept;
+void fp32_to_bf16_row(const float* src, uint16_t* dst, int64_t n) noexcept;
+void bf16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) noexcept;
+}  // namespace ref
+
 }  // namespace tessera

@@ -26,6 +26,14 @@ void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) noexcept;
 void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n) noexcept;
 void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n) noexcept;
 
+// Plain scalar versions: the reference the vectorized row functions above match bit for bit.
+namespace ref {
+void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) noexcept;
+void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) noexcept;
+void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n) noexcept;
+}  // namespace ref
+
 // Converts a contiguous row of n elements of `type` to f32 (I32 converts exactly).
 void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept;
 // Converts n floats to `type` (f16/bf16 round to nearest even, I32 truncates, quantized per block).

@@ -1,11 +1,19 @@
+// Q4_0 / Q8_0 rows: scalar reference versions and AVX2 versions with the same bits.
 #include "tessera/quant.h"
 
 #include <cmath>
 #include <cstring>
 
+#include "core/simd.h"
 #include "tessera/convert.h"
 
+#if TESSERA_HAVE_X86
+#include <immintrin.h>
+#endif
+
 namespace tessera {
+
+namespace ref {
 
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) noexcept {
   for (int64_t b = 0; b < n / kQuantBlock; ++b) {
@@ -58,6 +66,151 @@ void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n) noexcept {
     const float d = fp16_to_fp32(src[b].d);
     for (int j = 0; j < kQuantBlock; ++j) dst[b * kQuantBlock + j] = static_cast<float>(src[b].qs[j]) * d;
   }
+}
+
+}  // namespace ref
+
+#if TESSERA_HAVE_X86
+namespace {
+
+TESSERA_TARGET_AVX2 inline float hmax(__m256 v) noexcept {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// max(|x|, acc) over the 32 elements: exact, so its order cannot matter. A NaN element leaves acc
+// unchanged (maxps returns its second operand), as the scalar loops ignore NaNs.
+TESSERA_TARGET_AVX2 inline float block_amax(const __m256 v[4]) noexcept {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 acc = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k) acc = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), acc);
+  return hmax(acc);
+}
+
+// roundf (halves away from zero): trunc, then step by one where the exact remainder is >= 0.5.
+TESSERA_TARGET_AVX2 inline __m256 round_half_away(__m256 x) noexcept {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(x, t));
+  const __m256 step = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(1.0f));
+  return _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), step));
+}
+
+TESSERA_TARGET_AVX2 void quantize_q4_0_avx2(const float* src, BlockQ4_0* dst, int64_t n) noexcept {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    const float* x = src + b * kQuantBlock;
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+    const float amax = block_amax(v);
+    // The scalar loop keeps the first element reaching the largest magnitude (and +0 if none).
+    float max = 0.0f;
+    if (amax > 0.0f) {
+      const __m256 sign = _mm256_set1_ps(-0.0f);
+      const __m256 target = _mm256_set1_ps(amax);
+      uint32_t hits = 0;
+      for (int k = 0; k < 4; ++k)
+        hits |= static_cast<uint32_t>(
+                    _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, v[k]), target, _CMP_EQ_OQ)))
+                << (8 * k);
+      max = x[__builtin_ctz(hits)];
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].d = fp32_to_fp16(d);
+    // Separate multiply and add (no FMA in this target), then truncate and clamp as the scalar does.
+    const __m256 vid = _mm256_set1_ps(id);
+    const __m256 half = _mm256_set1_ps(8.5f);
+    const __m256i fifteen = _mm256_set1_epi32(15);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k)
+      q[k] = _mm256_min_epi32(_mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(v[k], vid), half)), fifteen);
+    // Elements 0..15 in the low nibbles, 16..31 in the high ones.
+    const __m256i lo = _mm256_packs_epi32(q[0], q[1]);  // 16-bit, lanes interleaved
+    const __m256i hi = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i both = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(both, both),
+                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[b].qs), _mm256_castsi256_si128(bytes));
+  }
+}
+
+TESSERA_TARGET_AVX2 void quantize_q8_0_avx2(const float* src, BlockQ8_0* dst, int64_t n) noexcept {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    const float* x = src + b * kQuantBlock;
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+    const float amax = block_amax(v);
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].d = fp32_to_fp16(d);
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(v[k], vid)));
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs),
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+}
+
+TESSERA_TARGET_AVX2 void dequantize_q4_0_avx2(const BlockQ4_0* src, float* dst, int64_t n) noexcept {
+  const __m128i nibble = _mm_set1_epi8(0x0f);
+  const __m256i eight = _mm256_set1_epi32(8);
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    const __m256 d = _mm256_set1_ps(fp16_to_fp32(src[b].d));
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[b].qs));
+    const __m128i lo = _mm_and_si128(qs, nibble);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(qs, 4), nibble);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    float* y = dst + b * kQuantBlock;
+    for (int k = 0; k < 4; ++k) {
+      const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[k]), eight);
+      _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+    }
+  }
+}
+
+TESSERA_TARGET_AVX2 void dequantize_q8_0_avx2(const BlockQ8_0* src, float* dst, int64_t n) noexcept {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    const __m256 d = _mm256_set1_ps(fp16_to_fp32(src[b].d));
+    float* y = dst + b * kQuantBlock;
+    for (int k = 0; k < 4; ++k) {
+      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src[b].qs + 8 * k));
+      _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d));
+    }
+  }
+}
+
+}  // namespace
+#endif
+
+void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) noexcept {
+#if TESSERA_HAVE_X86
+  if (cpu_has_avx2_f16c()) return quantize_q4_0_avx2(src, dst, n);
+#endif
+  ref::quantize_row_q4_0(src, dst, n);
+}
+
+void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) noexcept {
+#if TESSERA_HAVE_X86
+  if (cpu_has_avx2_f16c()) return quantize_q8_0_avx2(src, dst, n);
+#endif
+  ref::quantize_row_q8_0(src, dst, n);
+}
+
+void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n) noexcept {
+#if TESSERA_HAVE_X86
+  if (cpu_has_avx2_f16c()) return dequantize_q4_0_avx2(src, dst, n);
+#endif
+  ref::dequantize_row_q4_0(src, dst, n);
+}
+
+void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n) noexcept {
+#if TESSERA_HAVE_X86
+  if (cpu_has_avx2_f16c()) return dequantize_q8_0_avx2(src, dst, n);
+#endif
+  ref::dequantize_row_q8_0(src, dst, n);
 }
 
 void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept {
