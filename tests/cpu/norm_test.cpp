@@ -23,7 +23,7 @@ TEST(CpuNorm, NormHandComputed) {
   // Row 0: mean 2.5, population variance 1.25.
   const float expected[4] = {-1.3416408f, -0.4472136f, 0.4472136f, 1.3416408f};
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(elem(*out, i, 0), expected[i], 1e-6f);
-  // Row 1 is constant: x - mean = 0 exactly, and eps = 0 gives 0 * inf = NaN, as ggml does.
+  // Row 1 is constant: x - mean is exactly 0, so with eps > 0 the result is exactly 0.
   Tensor* out_eps = ops::norm(ctx, a, 1e-5f);
   compute(out_eps);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(elem(*out_eps, i, 1), 0.0f);
