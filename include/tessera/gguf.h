@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -19,6 +20,9 @@
 #include "tessera/dtype.h"
 
 namespace tessera::gguf {
+
+inline constexpr uint32_t kDefaultAlignment = 32;
+inline constexpr size_t kMaxNameBytes = 63;  // tensor names are under 64 bytes (ggml's limit with its NUL)
 
 enum class ValueType : int32_t {
   U8 = 0,
@@ -35,6 +39,7 @@ enum class ValueType : int32_t {
   I64 = 11,
   F64 = 12,
 };
+// "u8", "string", "array", ... ("?" for an id outside the enum).
 std::string_view type_name(ValueType type) noexcept;
 
 // An array value: element type plus the elements (numbers widened per type, or strings).
@@ -46,28 +51,68 @@ struct ArrayValue {
                std::vector<uint64_t>, std::vector<int64_t>, std::vector<double>>
       numbers;  // otherwise
   size_t size() const noexcept;
+
+  // Builds an array of numbers (element type from T) or of strings.
+  template <typename T>
+  static ArrayValue of(std::vector<T> values);
+  static ArrayValue of(std::vector<std::string> values) {
+    ArrayValue a;
+    a.type = ValueType::String;
+    a.strings = std::move(values);
+    return a;
+  }
 };
 
 using Value = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string,
                            ArrayValue, uint64_t, int64_t, double>;
+// The variant's index is the GGUF type id.
 ValueType value_type(const Value& v) noexcept;
+
+template <typename T>
+ArrayValue ArrayValue::of(std::vector<T> values) {
+  using Numbers = decltype(ArrayValue::numbers);
+  static_assert(std::is_constructible_v<Numbers, std::vector<T>>, "not a GGUF array element type");
+  ArrayValue a;
+  a.numbers = Numbers(std::move(values));
+  // numbers' alternatives are the numeric types in id order, with String (8) and Array (9) left out.
+  const auto i = static_cast<int32_t>(a.numbers.index());
+  a.type = static_cast<ValueType>(i < 8 ? i : i + 2);
+  return a;
+}
+
+// Every tensor type ggml defines (ids as in GGUF), whether or not Tessera computes with it.
+struct GgmlType {
+  std::string_view name;  // ggml's spelling: "f32", "q4_K", "iq2_xxs", ...
+  int64_t block_size;     // elements per block
+  size_t block_bytes;     // bytes per block
+};
+// nullptr for ids ggml does not define (or has retired).
+const GgmlType* ggml_type(uint32_t id) noexcept;
 
 struct TensorInfo {
   std::string name;
-  DType type = DType::F32;
+  DType type = DType::F32;  // meaningful only when supported
+  uint32_t type_id = 0;     // the ggml type id in the file
+  bool supported = true;    // false: a ggml type Tessera has no DType for (it can be dumped, not loaded)
   int n_dims = 1;
   std::array<int64_t, 4> ne{1, 1, 1, 1};
   uint64_t offset = 0;  // relative to the data section
   size_t nbytes = 0;
+  size_t info_offset = 0;  // absolute offset of this tensor's info record (for messages)
+
+  // A contiguous descriptor (type, ne, nb, name) without data; Error(Unsupported) for types Tessera lacks.
+  Tensor descriptor() const;
 };
+
+struct FileAccess;
 
 class File {
  public:
   // Memory-maps and validates a file; every rule violation is Error(CorruptFile) naming the
-  // byte offset, the field and what was wrong.
+  // byte offset, the field and what was wrong. Error(Io) when it cannot be opened or mapped.
   static File open(const std::string& path);
-  // Parses bytes the caller keeps alive (tests, fuzzing).
-  static File parse(std::span<const std::byte> bytes);
+  // Parses bytes the caller keeps alive (tests, fuzzing). `source` names them in messages.
+  static File parse(std::span<const std::byte> bytes, std::string source = "<memory>");
 
   File(File&&) noexcept;
   File& operator=(File&&) noexcept;
@@ -77,10 +122,16 @@ class File {
   size_t alignment() const noexcept;
   size_t data_offset() const noexcept;  // absolute offset of the data section
   size_t file_size() const noexcept;
+  const std::string& source() const noexcept;  // the path (or the name given to parse)
+  std::span<const std::byte> bytes() const noexcept;
+  struct Impl;  // opaque outside the library
 
   const std::vector<std::pair<std::string, Value>>& kvs() const noexcept;
+  // Absolute offset of each KV record, in kvs() order.
+  const std::vector<size_t>& kv_offsets() const noexcept;
   const Value* find(std::string_view key) const noexcept;
   // Typed getters: Error(InvalidArgument) on a missing key or a type mismatch (naming both).
+  // The scalar getters want exactly their type.
   const Value& get(std::string_view key) const;
   uint32_t get_u32(std::string_view key) const;
   int32_t get_i32(std::string_view key) const;
@@ -90,7 +141,9 @@ class File {
   const std::string& get_string(std::string_view key) const;
   const ArrayValue& get_array(std::string_view key) const;
   const std::vector<std::string>& get_string_array(std::string_view key) const;
+  // Arrays of F32 (or F64, narrowed).
   std::vector<float> get_f32_array(std::string_view key) const;
+  // Arrays of any integer type whose every element fits in int32.
   std::vector<int32_t> get_i32_array(std::string_view key) const;
   // Any unsigned/signed integer type that holds the value, widened (for keys whose writers vary).
   int64_t get_int(std::string_view key) const;
@@ -101,7 +154,7 @@ class File {
   const std::byte* tensor_data(const TensorInfo& info) const noexcept;
 
  private:
-  struct Impl;
+  friend struct FileAccess;
   explicit File(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -110,16 +163,23 @@ class Writer {
  public:
   Writer();
   ~Writer();
-  void set(std::string key, Value value);  // replaces an existing key
-  // Copies the bytes (row-major ggml image of the tensor).
+  Writer(Writer&&) noexcept;
+  Writer& operator=(Writer&&) noexcept;
+
+  void set(std::string key, Value value);  // replaces an existing key (keeping its place)
+  // Copies the bytes (row-major ggml image of the tensor). Error(InvalidArgument) on a bad name
+  // (empty, 64+ bytes, duplicate), shape or byte count.
   void add_tensor(std::string name, DType type, std::span<const int64_t> ne, const void* data, size_t nbytes);
-  void set_alignment(uint32_t alignment);  // also written as general.alignment
+  // The same for any ggml type id (e.g. to copy tensors Tessera cannot compute with).
+  void add_tensor_raw(std::string name, uint32_t type_id, std::span<const int64_t> ne, const void* data,
+                      size_t nbytes);
+  void set_alignment(uint32_t alignment);  // a power of two; also written as general.alignment
   // Writes version 3 to path.tmp, then renames: a failure never leaves a half-written target.
   void write(const std::string& path) const;
   std::vector<std::byte> to_bytes() const;
+  struct Impl;  // opaque outside the library
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
@@ -127,13 +187,17 @@ class Writer {
 using ProgressCallback = std::function<void(size_t done, size_t total)>;
 
 struct LoadedTensors {
-  std::unique_ptr<Buffer> buffer;  // null when tensors point into the mapping (zero copy)
+  // The buffer holding the tensors. For a zero-copy load it is a read-only view of the File's
+  // mapping (set/clear throw): the File must outlive it and the tensors.
+  std::unique_ptr<Buffer> buffer;
   std::map<std::string, Tensor*, std::less<>> tensors;  // descriptors created in the caller's Context
+  bool zero_copy = false;
 };
 
-// Creates a descriptor for every tensor of `file` in ctx and fills it: a host buffer type
-// may point straight into the mapping (zero copy); any other type gets one buffer and the bytes
-// go through Buffer::set in chunks of about chunk_bytes (so device layouts apply).
+// Creates a descriptor for every tensor of `file` in ctx (which must not allocate data) and fills it:
+// a host buffer type points straight into the mapping (zero copy); any other type gets one buffer
+// and the bytes go through Buffer::set in chunks of about chunk_bytes (so device layouts apply).
+// Error(Unsupported) when the file holds a tensor type Tessera lacks.
 LoadedTensors load_tensors(const File& file, Context& ctx, BufferType& type,
                            const ProgressCallback& progress = {}, size_t chunk_bytes = 64u << 20);
 

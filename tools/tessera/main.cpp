@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tessera::cli::add_devices(app);
   tessera::cli::add_demo(app);
+  tessera::cli::add_gguf(app);
   tessera::cli::add_run(app);
   tessera::cli::add_tokenize(app);
   tessera::cli::add_logits(app);

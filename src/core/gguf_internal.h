@@ -1,0 +1,43 @@
+#pragma once
+// Internals shared by the GGUF reader, writer and loader.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/gguf.h"
+
+namespace tessera::gguf {
+
+// Keeps a read-only file mapping alive (unmapped on destruction).
+struct Mapping {
+  void* address = nullptr;
+  size_t size = 0;
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping();
+};
+
+struct File::Impl {
+  std::string source;
+  std::unique_ptr<Mapping> mapping;  // null when parsing caller-owned bytes
+  std::span<const std::byte> bytes;
+  uint32_t version = 3;
+  size_t alignment = kDefaultAlignment;
+  size_t data_offset = 0;
+  std::vector<std::pair<std::string, Value>> kvs;
+  std::vector<size_t> kv_offsets;
+  std::map<std::string, size_t, std::less<>> kv_index;
+  std::vector<TensorInfo> tensors;
+  std::map<std::string, size_t, std::less<>> tensor_index;
+};
+
+// What the loader needs beyond the public API.
+struct FileAccess {
+  static const File::Impl& impl(const File& f) { return *f.impl_; }
+};
+
+// Rounds up to a multiple of a power of two.
+constexpr size_t align_up(size_t n, size_t alignment) { return (n + alignment - 1) & ~(alignment - 1); }
+
+}  // namespace tessera::gguf
