@@ -123,7 +123,7 @@ void Session::eval_batch(std::span<const int32_t> tokens, bool all_logits, std::
     for (int64_t j = 0; j < n_kv; ++j)
       mask[i * n_kv + j] = j <= n_past_ + i ? 0.0f : -std::numeric_limits<float>::infinity();
 
-  RopeParams rp;
+  ops::RopeParams rp;
   rp.n_dims = static_cast<int>(h.n_rot);
   rp.mode = RopeMode::Normal;
   rp.n_ctx_orig = static_cast<int>(h.rope_n_ctx_orig);
