@@ -1,0 +1,249 @@
+// Vocabulary construction, lookups and decoding (encoding lives in tokenizer_spm.cpp).
+#include "tessera/llm/vocab.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "llm/vocab_index.h"
+#include "tessera/gguf.h"
+
+namespace tessera::llm {
+
+namespace {
+
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, SentencePiece's visible space
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The byte of a "<0xXX>" text, or -1.
+int parse_byte_text(std::string_view text) {
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
+  const int hi = hex_digit(text[3]);
+  const int lo = hex_digit(text[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+bool is_hidden_special(TokenType type) { return type == TokenType::Control || type == TokenType::Unknown; }
+
+}  // namespace
+
+Vocab::Vocab(std::string_view model, std::vector<std::string> tokens, std::vector<float> scores,
+             std::vector<TokenType> types, SpecialTokens special)
+    : model_(model),
+      tokens_(std::move(tokens)),
+      scores_(std::move(scores)),
+      types_(std::move(types)),
+      special_(special),
+      index_(std::make_unique<Index>()) {
+  if (model_ != "llama") {
+    raise(ErrorCode::Unsupported, "tokenizer model '{}' is not supported (only 'llama', SentencePiece)",
+          model_);
+  }
+  const size_t n = tokens_.size();
+  if (n == 0) raise(ErrorCode::InvalidArgument, "vocabulary has no tokens");
+  if (n > size_t(INT32_MAX)) raise(ErrorCode::InvalidArgument, "vocabulary has {} tokens, too many", n);
+  if (scores_.empty()) scores_.assign(n, 0.0f);
+  if (types_.empty()) types_.assign(n, TokenType::Normal);
+  if (scores_.size() != n || types_.size() != n) {
+    raise(ErrorCode::InvalidArgument, "vocabulary has {} tokens but {} scores and {} token types", n,
+          scores_.size(), types_.size());
+  }
+  auto check_special = [&](Token id, const char* what) {
+    if (id != kNoToken && (id < 0 || size_t(id) >= n)) {
+      raise(ErrorCode::InvalidArgument, "{} token id {} is out of range (vocabulary of {} tokens)", what, id,
+            n);
+    }
+  };
+  check_special(special_.bos, "BOS");
+  check_special(special_.eos, "EOS");
+  check_special(special_.unk, "unknown");
+  if (special_.add_bos && special_.bos == kNoToken) {
+    raise(ErrorCode::InvalidArgument, "vocabulary asks to add BOS but has no BOS token");
+  }
+  if (special_.add_eos && special_.eos == kNoToken) {
+    raise(ErrorCode::InvalidArgument, "vocabulary asks to add EOS but has no EOS token");
+  }
+
+  byte_values_.assign(n, -1);
+  index_->by_text.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Token id = Token(i);
+    if (std::isnan(scores_[i])) raise(ErrorCode::InvalidArgument, "token {} has a NaN score", i);
+    const auto t = int32_t(types_[i]);
+    if (t < 0 || t > int32_t(TokenType::Byte)) types_[i] = TokenType::Undefined;  // as llama.cpp
+    if (types_[i] == TokenType::Byte) {
+      const int b = parse_byte_text(tokens_[i]);
+      if (b < 0)
+        raise(ErrorCode::InvalidArgument, "byte token {} has text '{}', expected <0xXX>", i, tokens_[i]);
+      byte_values_[i] = int16_t(b);
+    }
+    index_->by_text.insert_or_assign(tokens_[i], id);  // later ids win, as in llama.cpp
+    const TokenType ty = types_[i];
+    if ((is_hidden_special(ty) || ty == TokenType::UserDefined) && !tokens_[i].empty()) {
+      index_->specials.push_back(id);
+    }
+  }
+  std::stable_sort(index_->specials.begin(), index_->specials.end(),
+                   [&](Token a, Token b) { return tokens_[size_t(a)].size() > tokens_[size_t(b)].size(); });
+
+  for (int b = 0; b < 256; ++b) {
+    const std::string hex = fmt::format("<0x{:02X}>", b);
+    Token id = find(hex);
+    if (id == kNoToken) id = find(std::string(1, char(b)));
+    byte_tokens_[size_t(b)] = id != kNoToken ? id : special_.unk;
+  }
+}
+
+Vocab Vocab::from_gguf(const gguf::File& file) {
+  const gguf::Value* model = file.find("tokenizer.ggml.model");
+  if (model == nullptr)
+    raise(ErrorCode::InvalidArgument, "{}: no tokenizer (tokenizer.ggml.model is missing)", file.source());
+  const std::string& name = file.get_string("tokenizer.ggml.model");
+  if (name != "llama") {
+    raise(ErrorCode::Unsupported, "{}: tokenizer model '{}' is not supported (only 'llama', SentencePiece)",
+          file.source(), name);
+  }
+  std::vector<std::string> tokens = file.get_string_array("tokenizer.ggml.tokens");
+  const size_t n = tokens.size();
+  std::vector<float> scores;
+  if (file.find("tokenizer.ggml.scores")) scores = file.get_f32_array("tokenizer.ggml.scores");
+  std::vector<TokenType> types;
+  if (file.find("tokenizer.ggml.token_type")) {
+    for (const int32_t t : file.get_i32_array("tokenizer.ggml.token_type")) types.push_back(TokenType(t));
+  }
+  if ((!scores.empty() && scores.size() != n) || (!types.empty() && types.size() != n)) {
+    raise(ErrorCode::CorruptFile, "{}: {} tokens but {} scores and {} token types", file.source(), n,
+          scores.size(), types.size());
+  }
+
+  SpecialTokens special;
+  // Absent ids keep llama's defaults when they fit; -1 (or its u32 spelling) means none.
+  auto read_id = [&](std::string_view key, Token& id) {
+    if (file.find(key) == nullptr) {
+      if (id >= 0 && size_t(id) >= n) id = kNoToken;
+      return;
+    }
+    const int64_t v = file.get_int(key);
+    if (v == -1 || v == int64_t(UINT32_MAX)) {
+      id = kNoToken;
+    } else if (v < 0 || uint64_t(v) >= n) {
+      raise(ErrorCode::CorruptFile, "{}: {} = {} is out of range (vocabulary of {} tokens)", file.source(),
+            key, v, n);
+    } else {
+      id = Token(v);
+    }
+  };
+  read_id("tokenizer.ggml.bos_token_id", special.bos);
+  read_id("tokenizer.ggml.eos_token_id", special.eos);
+  read_id("tokenizer.ggml.unknown_token_id", special.unk);
+  auto read_flag = [&](std::string_view key, bool& flag) {
+    if (file.find(key) != nullptr) flag = file.get_bool(key);
+  };
+  read_flag("tokenizer.ggml.add_bos_token", special.add_bos);
+  read_flag("tokenizer.ggml.add_eos_token", special.add_eos);
+  read_flag("tokenizer.ggml.add_space_prefix", special.add_space_prefix);
+  if (special.bos == kNoToken) special.add_bos = false;  // nothing to add
+  if (special.eos == kNoToken) special.add_eos = false;
+  try {
+    return Vocab(name, std::move(tokens), std::move(scores), std::move(types), special);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::InvalidArgument) throw;
+    raise(ErrorCode::CorruptFile, "{}: {}", file.source(), e.what());  // the file's vocabulary is malformed
+  }
+}
+
+Vocab::Vocab(Vocab&&) noexcept = default;
+Vocab& Vocab::operator=(Vocab&&) noexcept = default;
+Vocab::~Vocab() = default;
+
+void Vocab::check_id(Token id) const {
+  if (id < 0 || size_t(id) >= tokens_.size()) {
+    raise(ErrorCode::InvalidArgument, "token id {} is out of range (vocabulary of {} tokens)", id,
+          tokens_.size());
+  }
+}
+
+const std::string& Vocab::text(Token id) const {
+  check_id(id);
+  return tokens_[size_t(id)];
+}
+
+float Vocab::score(Token id) const {
+  check_id(id);
+  return scores_[size_t(id)];
+}
+
+TokenType Vocab::type(Token id) const {
+  check_id(id);
+  return types_[size_t(id)];
+}
+
+Token Vocab::find(std::string_view text) const noexcept {
+  const auto it = index_->by_text.find(text);
+  return it == index_->by_text.end() ? kNoToken : it->second;
+}
+
+Token Vocab::byte_token(uint8_t byte) const {
+  const Token id = byte_tokens_[byte];
+  if (id == kNoToken) {
+    raise(ErrorCode::InvalidArgument, "byte 0x{:02X} has no token and the vocabulary has no unknown token",
+          byte);
+  }
+  return id;
+}
+
+std::string Vocab::token_to_piece(Token id, bool special) const {
+  check_id(id);
+  const std::string& text = tokens_[size_t(id)];
+  switch (types_[size_t(id)]) {
+    case TokenType::Normal: {
+      std::string out;
+      out.reserve(text.size());
+      for (size_t i = 0; i < text.size();) {
+        if (std::string_view(text).substr(i, kSpaceMark.size()) == kSpaceMark) {
+          out += ' ';
+          i += kSpaceMark.size();
+        } else {
+          out += text[i++];
+        }
+      }
+      return out;
+    }
+    case TokenType::Byte:
+      return std::string(1, char(byte_values_[size_t(id)]));
+    case TokenType::UserDefined:
+      return text;
+    case TokenType::Control:
+    case TokenType::Unknown:
+      return special ? text : std::string();
+    case TokenType::Unused:
+    case TokenType::Undefined:
+      return {};
+  }
+  return {};
+}
+
+std::string Vocab::decode(std::span<const Token> ids, bool remove_special, bool unparse_special) const {
+  if (remove_special && special_.add_bos && !ids.empty() && ids.front() == special_.bos) ids = ids.subspan(1);
+  if (remove_special && special_.add_eos && !ids.empty() && ids.back() == special_.eos) {
+    ids = ids.first(ids.size() - 1);
+  }
+  std::string out;
+  bool strip_space = special_.add_space_prefix;
+  for (const Token id : ids) {
+    std::string piece = token_to_piece(id, unparse_special);
+    if (piece.empty()) continue;
+    if (strip_space && piece.front() == ' ') piece.erase(0, 1);
+    strip_space = false;
+    out += piece;
+  }
+  return out;
+}
+
+}  // namespace tessera::llm
