@@ -366,6 +366,11 @@ TEST(CpuMulMat, LargeBlocksCrossCacheChunks) {
     c.m = 300;
     c.n = 70;
     check_case(c, 11);
+    // K past every type's K block (ranges of 256 plus a last range with a partial group of blocks).
+    c.k = 4640;
+    c.m = 37;
+    c.n = 19;
+    check_case(c, 12);
   }
 }
 
@@ -493,13 +498,19 @@ TEST(CpuMulMat, SimdQuantizationMatchesScalarAndQ8_0) {
     float d;
     std::memcpy(&d, want.data() + k + 4 * j, 4);
     EXPECT_EQ(d, fp16_to_fp32(blocks[j].d)) << "block " << j;
+    // c = 8 * sum(q) * d: the block's share of Q4_0's offset of 8.
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) sum += blocks[j].qs[i];
+    float c;
+    std::memcpy(&c, want.data() + k + 4 * (k / 32) + 4 * j, 4);
+    EXPECT_EQ(c, static_cast<float>(8 * sum) * d) << "block " << j;
   }
   EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 1]), 3);   // 2.5 -> 3
   EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 2]), -3);  // -2.5 -> -3
   EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 8]), 0);   // just under a half
   if (simd != nullptr) {  // CPUs without AVX2 have only the scalar quantizer checked above
     simd->quantize_q8_row(x.data(), got.data(), k);
-    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), static_cast<size_t>(k + 4 * (k / 32))));
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), static_cast<size_t>(k + 8 * (k / 32))));
   }
 }
 

@@ -7,7 +7,9 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "tessera/convert.h"
@@ -94,8 +96,10 @@ TESSERA_AVX2 void tile_float(const TileArgs& t) {
     store_acc<RM, RN>(t, acc);
     return;
   }
+#pragma GCC unroll 4
   for (int m = 0; m < RM; ++m) {
     const char* arow = t.a + m * t.a_stride;
+#pragma GCC unroll 4
     for (int n = 0; n < RN; ++n) {
       const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
       float s = hsum(acc[m][n]);
@@ -105,43 +109,92 @@ TESSERA_AVX2 void tile_float(const TileArgs& t) {
   }
 }
 
-// The 32 quants of a block as signed bytes in element order.
-TESSERA_AVX2 inline __m256i unpack(const BlockQ4_0& blk) {
+// Q4_0 quants as unsigned nibbles (0..15) in element order; the offset of 8 is settled through c.
+TESSERA_AVX2 inline __m256i unpack(const BlockQ4_0& blk, __m256i low4) {
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
-  const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
-  return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
 }
 
-TESSERA_AVX2 inline __m256i unpack(const BlockQ8_0& blk) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+// Scales of blocks [j, j + count) of a weight row as f32 (lanes past count are 0).
+template <class Block>
+TESSERA_AVX2 inline __m256 block_scales(const Block* row, int64_t j, int count) {
+  __m128i h = _mm_setzero_si128();
+  if (count == 8) {  // inserts, not a store and a wider reload (which would stall store forwarding)
+    h = _mm_insert_epi16(h, row[j].d, 0);
+    h = _mm_insert_epi16(h, row[j + 1].d, 1);
+    h = _mm_insert_epi16(h, row[j + 2].d, 2);
+    h = _mm_insert_epi16(h, row[j + 3].d, 3);
+    h = _mm_insert_epi16(h, row[j + 4].d, 4);
+    h = _mm_insert_epi16(h, row[j + 5].d, 5);
+    h = _mm_insert_epi16(h, row[j + 6].d, 6);
+    h = _mm_insert_epi16(h, row[j + 7].d, 7);
+  } else {
+    alignas(16) uint16_t part[8] = {};
+    for (int i = 0; i < count; ++i) part[i] = row[j + i].d;
+    h = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
+  }
+  return _mm256_cvtph_ps(h);
 }
 
-// Block dot products in int32 lanes: maddubs needs an unsigned operand, so move a's sign onto b.
+// f32 values [j, j + count) (lanes past count are 0).
+TESSERA_AVX2 inline __m256 load_part(const float* p, int count, __m256i lanes) {
+  return count == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
+}
+
+// Blocks go in groups of eight: the eight a-by-b scale products of a pair are made in one multiply
+// and read back by broadcast loads, which keeps the per-block work on the integer units.
+// For Q4_0 (unsigned nibbles u = q + 8): a.b = d_a d_b sum(u q_b) - d_a c_b.
 template <class Block, int RM, int RN>
 TESSERA_AVX2 void tile_quant(const TileArgs& t) {
+  constexpr bool kQ4 = std::is_same_v<Block, BlockQ4_0>;
   __m256 acc[RM][RN];
   load_acc<RM, RN>(t, acc);
   const __m256i ones = _mm256_set1_epi16(1);
-  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32, nblocks = t.k / 32;
+  const Block* arow[RM];
+#pragma GCC unroll 4
+  for (int m = 0; m < RM; ++m) arow[m] = reinterpret_cast<const Block*>(t.a + m * t.a_stride);
   const float* bd[RN];
 #pragma GCC unroll 4
   for (int n = 0; n < RN; ++n) bd[n] = reinterpret_cast<const float*>(t.b + n * t.b_stride + t.k);
-  for (int64_t j = j0; j < j1; ++j) {
-    __m256i bq[RN];
-#pragma GCC unroll 4
-    for (int n = 0; n < RN; ++n)
-      bq[n] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.b + n * t.b_stride + 32 * j));
+  alignas(32) float scale[RM][RN][8];
+  for (int64_t g = j0; g < j1; g += 8) {
+    const int count = static_cast<int>(std::min<int64_t>(8, j1 - g));
+    const __m256i lanes =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
     for (int m = 0; m < RM; ++m) {
-      const Block& blk = reinterpret_cast<const Block*>(t.a + m * t.a_stride)[j];
-      const __m256i q = unpack(blk);
-      const __m256i qa = _mm256_sign_epi8(q, q);
-      const __m256 da = _mm256_set1_ps(_cvtsh_ss(blk.d));
+      const __m256 da = block_scales(arow[m], g, count);
 #pragma GCC unroll 4
       for (int n = 0; n < RN; ++n) {
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(bq[n], q)), ones);
-        const __m256 d = _mm256_mul_ps(da, _mm256_broadcast_ss(bd[n] + j));
-        acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[m][n]);
+        const __m256 db = load_part(bd[n] + g, count, lanes);
+        _mm256_store_ps(scale[m][n], _mm256_mul_ps(da, db));
+        if constexpr (kQ4)
+          acc[m][n] = _mm256_fnmadd_ps(da, load_part(bd[n] + nblocks + g, count, lanes), acc[m][n]);
+      }
+    }
+    for (int i = 0; i < count; ++i) {
+      const int64_t j = g + i;
+      __m256i bq[RN];
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n)
+        bq[n] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.b + n * t.b_stride + 32 * j));
+#pragma GCC unroll 4
+      for (int m = 0; m < RM; ++m) {
+        __m256i qa, sign;
+        if constexpr (kQ4) {
+          qa = unpack(arow[m][j], low4);
+        } else {
+          sign = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(arow[m][j].qs));
+          qa = _mm256_sign_epi8(sign, sign);  // maddubs wants the unsigned operand: move a's sign onto b
+        }
+#pragma GCC unroll 4
+        for (int n = 0; n < RN; ++n) {
+          const __m256i qb = kQ4 ? bq[n] : _mm256_sign_epi8(bq[n], sign);
+          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, qb), ones);
+          acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&scale[m][n][i]), acc[m][n]);
+        }
       }
     }
   }
@@ -149,13 +202,16 @@ TESSERA_AVX2 void tile_quant(const TileArgs& t) {
     store_acc<RM, RN>(t, acc);
     return;
   }
+#pragma GCC unroll 4
   for (int m = 0; m < RM; ++m)
+#pragma GCC unroll 4
     for (int n = 0; n < RN; ++n) t.dst[n * t.dst_stride + m] = hsum(acc[m][n]);
 }
 
 // Same numbers as the scalar quantize_q8_row (and quantize_row_q8_0): round half away from zero.
 TESSERA_AVX2 void quantize_q8_row(const float* src, char* dst, int64_t k) {
   auto* ds = reinterpret_cast<float*>(dst + k);
+  float* cs = ds + k / 32;
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 half = _mm256_set1_ps(0.5f);
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -186,6 +242,12 @@ TESSERA_AVX2 void quantize_q8_row(const float* src, char* dst, int64_t k) {
     const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
     const __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), order);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * j), q);
+    // sum(q): widen pairs against +1 bytes, then pairs of int16 to int32
+    const __m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    cs[j] = static_cast<float>(8 * _mm_cvtsi128_si32(s4)) * ds[j];
   }
 }
 

@@ -90,6 +90,7 @@ void tile_quant(const TileArgs& t) noexcept {
 void quantize_q8_row(const float* src, char* dst, int64_t k) noexcept {
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* ds = reinterpret_cast<float*>(dst + k);
+  float* cs = ds + k / 32;
   for (int64_t j = 0; j < k / 32; ++j) {
     const float* x = src + 32 * j;
     float amax = 0.0f;
@@ -97,7 +98,12 @@ void quantize_q8_row(const float* src, char* dst, int64_t k) noexcept {
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     ds[j] = fp16_to_fp32(fp32_to_fp16(d));
-    for (int i = 0; i < 32; ++i) qs[32 * j + i] = static_cast<int8_t>(std::roundf(x[i] * id));
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      qs[32 * j + i] = static_cast<int8_t>(std::roundf(x[i] * id));
+      sum += qs[32 * j + i];
+    }
+    cs[j] = static_cast<float>(8 * sum) * ds[j];
   }
 }
 

@@ -7,8 +7,9 @@
 // K split) gives the same bits for the same element: results never depend on tiling or threads.
 //
 // Prepared b rows: f32 for float weights; for Q4_0/Q8_0 weights, b is quantized to Q8_0 once per
-// row into the "q8 row" layout: K int8 quants, then K/32 f32 scales (each an fp16-rounded value, so
-// the numbers are exactly those of quantize_row_q8_0).
+// row into the "q8 row" layout: K int8 quants, then K/32 f32 scales d (each an fp16-rounded value, so
+// the numbers are exactly those of quantize_row_q8_0), then K/32 f32 values c = 8 * sum(q) * d (what
+// Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the unsigned nibbles directly).
 #include <cstddef>
 #include <cstdint>
 
@@ -18,7 +19,8 @@ namespace tessera::cpu::mm {
 
 inline constexpr int kMaxRM = 4;  // largest tile: kMaxRM weight rows x kMaxRN b columns
 inline constexpr int kMaxRN = 4;
-inline constexpr int kAccLanes = 8;  // floats of state per dot product
+inline constexpr int kAccLanes = 8;          // floats of state per dot product
+inline constexpr int64_t kRangeAlign = 256;  // K ranges split at multiples of this (8 quant blocks)
 
 struct TileArgs {
   const char* a = nullptr;  // first weight row (at element 0)
@@ -26,7 +28,7 @@ struct TileArgs {
   const char* b = nullptr;  // first prepared b row (at element 0)
   size_t b_stride = 0;      // bytes between prepared b rows
   int64_t k = 0;            // full row length
-  int64_t k0 = 0, k1 = 0;   // range to add now; k0 % 32 == 0, k1 % 32 == 0 unless k1 == k
+  int64_t k0 = 0, k1 = 0;   // range to add now; multiples of kRangeAlign unless k1 == k
   float* acc = nullptr;     // RM * RN * kAccLanes floats, [m][n][lane]
   bool first = true;        // start from zero (else continue acc)
   bool last = true;         // finish: reduce and write dst
@@ -52,7 +54,7 @@ struct KernelTable {
 
 // Bytes of one q8 row of k elements (k % 32 == 0), padded so rows stay 64-byte aligned.
 inline size_t q8_row_bytes(int64_t k) noexcept {
-  const size_t raw = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * sizeof(float);
+  const size_t raw = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 2 * sizeof(float);
   return (raw + 63) / 64 * 64;
 }
 
