@@ -364,7 +364,7 @@ void attention_family(std::vector<std::unique_ptr<Case>>& out) {
             fmt::format("ROPE(type={}, ne=[64,5,7,2], mode={}, n_dims={}, yarn={}, freq_factors={})", tn(t),
                         mode == RopeMode::Normal ? "normal" : "neox", n_dims, yarn, ff),
             [=](Case& c, Context& ctx) {
-              RopeParams p;
+              ops::RopeParams p;
               p.n_dims = n_dims;
               p.mode = mode;
               p.n_ctx_orig = 512;
@@ -476,7 +476,7 @@ void batch_family(std::vector<std::unique_ptr<Case>>& out) {
           Op::Rope, "ne0=64, one head", rows,
           [=](Case& c, Context& ctx, Tensor* x) {
             // Rope over [64, 1, rows] needs positions per row: use a [64,1,T] reshape of x.
-            RopeParams p;
+            ops::RopeParams p;
             p.n_dims = 64;
             Tensor* x3 = ops::reshape(ctx, ops::cont(ctx, x), 64, 1, x->ne[1]);
             auto& all = (*pos)[&ctx];

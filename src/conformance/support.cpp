@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "conformance/harness.h"
+#include "tessera/error.h"
 #include "tessera/ops.h"
 
 namespace tessera::conformance {
@@ -74,7 +75,7 @@ std::vector<Row> rows() {
   r.push_back({"SOFT_MAX (mask of type)",
                [=](Context& c, DType t) { return ops::soft_max(c, f32(c), t2(c, t), 0.5f, 0.0f); }});
   r.push_back({"ROPE", [=](Context& c, DType t) {
-                 RopeParams p;
+                 ops::RopeParams p;
                  p.n_dims = 64;
                  return ops::rope(c, c.new_tensor(t, 64, 2, 3), c.new_tensor(DType::I32, 3), nullptr, p);
                }});

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "commands.h"
+#include "tessera/error.h"
 #include "progress.h"
 #include "tessera/device.h"
 #include "tessera/llm/model.h"

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "tessera/error.h"
 #include "progress.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"

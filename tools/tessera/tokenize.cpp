@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "tessera/error.h"
 #include "tessera/gguf.h"
 #include "tessera/llm/vocab.h"
 
