@@ -216,7 +216,8 @@ void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n) noexcept {
 void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept {
   switch (type) {
     case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      // In-place callers (a kernel loading a row into its own result) pass dst == src.
+      if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
       break;
     case DType::F16:
       fp16_to_fp32_row(static_cast<const uint16_t*>(src), dst, n);
@@ -241,7 +242,8 @@ void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept {
 void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
   switch (type) {
     case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      // In-place callers (a kernel loading a row into its own result) pass dst == src.
+      if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
       break;
     case DType::F16:
       fp32_to_fp16_row(src, static_cast<uint16_t*>(dst), n);
