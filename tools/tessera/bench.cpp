@@ -158,7 +158,7 @@ void add_bench(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", args->reps, "timed runs per test")->check(CLI::PositiveNumber);
-  cmd->add_option("-ngl,--n-gpu-layers", args->n_gpu_layers,
+  cmd->add_option("--n-gpu-layers", args->n_gpu_layers,
                   "layers to offload (default: CPU, then all layers on each device)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "device for offloaded layers");

@@ -1,6 +1,8 @@
 // The `tessera` command line.
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "tessera/error.h"
@@ -18,8 +20,16 @@ int main(int argc, char** argv) {
   tessera::cli::add_logits(app);
   tessera::cli::add_bench(app);
   tessera::cli::add_test_ops(app);
+  // llama.cpp spells the offload flag "-ngl"; CLI11 takes single-dash names of one letter only.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) {
+    std::string a = argv[i];
+    if (a == "-ngl") a = "--n-gpu-layers";
+    if (a.rfind("-ngl=", 0) == 0) a = "--n-gpu-layers=" + a.substr(5);
+    args.push_back(std::move(a));
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tessera::Error& e) {

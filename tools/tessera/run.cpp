@@ -108,7 +108,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--min-p", args->min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repeat-penalty", args->repeat_penalty, "repetition penalty (1: off)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("-ngl,--n-gpu-layers", args->n_gpu_layers, "layers to offload to the device")
+  cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload to the device")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "device for offloaded layers (e.g. OpenCL0)");
   cmd->add_flag("--report", args->report, "print the placement of the graph and every CPU fallback");
