@@ -150,7 +150,8 @@ void emit(const Writer::Impl& w, Sink& sink) {
     e.put<uint64_t>(offset);
     offset = align_up(offset + t.data.size(), alignment);
   }
-  e.pad_to(alignment);
+  // A file without tensors ends after its infos (as llama.cpp's vocabulary files do).
+  if (!w.tensors.empty()) e.pad_to(alignment);
   for (const auto& t : w.tensors) {
     e.bytes(t.data.data(), t.data.size());
     e.pad_to(alignment);
