@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "cpu/device.h"
+#include "opencl/register.h"
 #include "tessera/cpu.h"
 #include "tessera/device.h"
 
@@ -22,6 +23,7 @@ const char* to_string(DeviceKind kind) noexcept {
 Registry::Registry() {
   // The CPU is always first; each vendor runtime adds the devices it discovers.
   devices_.push_back(cpu::make_cpu_device());
+  opencl::register_devices(devices_);
 }
 
 Registry& Registry::instance() {

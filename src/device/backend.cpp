@@ -1,0 +1,322 @@
+#include "device/backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+#include "device/layout.h"
+#include "tessera/log.h"
+
+namespace tessera::device {
+namespace {
+
+constexpr int64_t kDefaultMinBatch = 32;
+
+int64_t env_min_batch() {
+  const char* s = std::getenv("TESSERA_OFFLOAD_MIN_BATCH");
+  if (s == nullptr || *s == '\0') return kDefaultMinBatch;
+  char* end = nullptr;
+  const long long v = std::strtoll(s, &end, 10);
+  if (*end != '\0' || v < 0) {
+    log(LogLevel::Warn,
+        fmt::format("TESSERA_OFFLOAD_MIN_BATCH='{}' is not a count >= 0; using {}", s, kDefaultMinBatch));
+    return kDefaultMinBatch;
+  }
+  return v;
+}
+
+bool env_checkpoints() {
+  const char* s = std::getenv("TESSERA_DEVICE_CHECKPOINTS");
+  return s != nullptr && *s != '\0' && std::strcmp(s, "0") != 0;
+}
+
+void check_range(const Tensor& t, size_t offset, size_t size, const char* what) {
+  if (t.data == nullptr) raise(ErrorCode::InvalidArgument, "{}: tensor {} has no memory", what, t.describe());
+  if (offset > t.nbytes() || size > t.nbytes() - offset)
+    raise(ErrorCode::InvalidArgument, "{}: range [{}, {}) is outside tensor {} of {} bytes", what, offset,
+          offset + size, t.describe(), t.nbytes());
+}
+
+char* root_data(const Tensor& t) {
+  return static_cast<char*>(t.view_src != nullptr ? t.view_src->data : t.data);
+}
+
+bool in_host_memory(const Tensor& t) {
+  const Tensor& root = t.view_src != nullptr ? *t.view_src : t;
+  return root.buffer == nullptr || root.buffer->type().is_host();
+}
+
+// An event of a DeviceBackend; recorded on another kind of backend it waits for that backend.
+class DeviceEvent final : public Event {
+ public:
+  DeviceEvent(Runtime& runtime, std::unique_ptr<StreamEvent> event)
+      : runtime_(&runtime), event_(std::move(event)) {}
+  void record(Backend& backend) override {
+    auto* db = dynamic_cast<DeviceBackend*>(&backend);
+    if (db != nullptr && &db->runtime() == runtime_) {
+      runtime_->event_record(*event_, db->stream());
+      on_stream_ = true;
+    } else {
+      backend.synchronize();  // a backend without streams: its work is done once this returns
+      on_stream_ = false;
+    }
+  }
+  void synchronize() override {
+    if (on_stream_) runtime_->event_synchronize(*event_);
+  }
+  // Queues a wait on `stream`; false when there is nothing to wait for.
+  bool enqueue_wait(Runtime& runtime, Stream& stream) {
+    if (!on_stream_) return true;
+    if (&runtime != runtime_) return false;
+    runtime_->stream_wait_event(stream, *event_);
+    return true;
+  }
+
+ private:
+  Runtime* runtime_;
+  std::unique_ptr<StreamEvent> event_;
+  bool on_stream_ = false;
+};
+
+}  // namespace
+
+void OpContext::check_async(const void* src, size_t size, std::function<void(const void*)> check) const {
+  TESSERA_ASSERT(size > 0 && size <= 64 && backend != nullptr);
+  ScratchPool* staging = &backend->staging();
+  void* host = staging->allocate(size);
+  try {
+    runtime->copy_d2h_async(*stream, host, src, size);
+  } catch (...) {
+    staging->release(host, size);
+    throw;
+  }
+  backend->host_func(node, [host, size, staging, check = std::move(check)] {
+    struct Release {
+      ScratchPool* pool;
+      void* ptr;
+      size_t size;
+      ~Release() { pool->release(ptr, size); }
+    } release{staging, host, size};
+    check(host);
+  });
+}
+
+DeviceBackend::DeviceBackend(Device& device, Runtime& runtime, int index, const OpLibrary& ops)
+    : device_(&device),
+      runtime_(&runtime),
+      index_(index),
+      ops_(&ops),
+      stream_(runtime.create_stream(index)),
+      pool_(make_device_pool(runtime, index)),
+      min_batch_(env_min_batch()) {
+  RawAllocator pinned;
+  pinned.allocate = [&runtime, index](size_t size) { return runtime.host_alloc(index, size); };
+  pinned.free = [&runtime, index](void* p) { runtime.host_free(index, p); };
+  staging_ = std::make_unique<BestFitPool>(std::move(pinned));
+  checkpoints_enabled_ = env_checkpoints();
+}
+
+DeviceBackend::~DeviceBackend() {
+  try {
+    runtime_->stream_synchronize(*stream_);
+  } catch (const Error& e) {
+    log(LogLevel::Warn,
+        fmt::format("{}: error from async work dropped at destruction: {}", name(), e.what()));
+  }
+  checkpoints_.clear();
+  spare_events_.clear();
+  stream_.reset();  // no host function can touch the pools after this
+  pool_.reset();
+  staging_.reset();
+}
+
+std::string DeviceBackend::name() const { return runtime_->properties(index_).name; }
+
+std::string DeviceBackend::label(const Tensor& node) const {
+  return fmt::format("{}: {} (node {})", name(), op_name(node.op), node.describe());
+}
+
+bool DeviceBackend::supports(const Tensor& op) const { return ops_->supports(op); }
+
+bool DeviceBackend::wants_offload(const Tensor& op) const {
+  return op.ne[1] >= min_batch_ && op.op != Op::GetRows;
+}
+
+void DeviceBackend::check_on_device(const Tensor& t, const char* what) const {
+  const DeviceBuffer* b = device_buffer_of(t);
+  if (b != nullptr && &b->runtime() == runtime_ && b->device_index() == index_ && t.data != nullptr) return;
+  const Tensor& root = t.view_src != nullptr ? *t.view_src : t;
+  raise(ErrorCode::InvalidArgument, "{}: {} {} is not in {} memory (it is in {})", name(), what, t.describe(),
+        name(), root.buffer != nullptr ? root.buffer->type().name() : std::string("no buffer"));
+}
+
+void DeviceBackend::compute(Graph& graph) {
+  for (Tensor* node : graph.nodes()) {
+    if (node->op == Op::None || is_view_op(node->op) || node->nelements() == 0) continue;
+    if (!ops_->supports(*node)) {
+      std::string types;
+      for (const Tensor* s : node->src)
+        if (s != nullptr) types += fmt::format("{}{}", types.empty() ? "" : ", ", s->describe());
+      raise(ErrorCode::Unsupported, "{}: op {} is not supported for node {} (sources: {})", name(),
+            op_name(node->op), node->describe(), types);
+    }
+    check_on_device(*node, "result");
+    for (const Tensor* s : node->src)
+      if (s != nullptr) check_on_device(*s, "source");
+    OpContext ctx;
+    ctx.runtime = runtime_;
+    ctx.device = index_;
+    ctx.stream = stream_.get();
+    ctx.pool = pool_.get();
+    ctx.node = node;
+    ctx.backend = this;
+    try {
+      ops_->run(ctx, *node);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{}: {}", label(*node), e.what()));
+    }
+    if (checkpoints_enabled_) checkpoint(*node);
+  }
+}
+
+void DeviceBackend::checkpoint(const Tensor& node) {
+  Checkpoint c;
+  if (!spare_events_.empty()) {
+    c.event = std::move(spare_events_.back());
+    spare_events_.pop_back();
+  } else {
+    c.event = runtime_->create_event(index_);
+  }
+  runtime_->event_record(*c.event, *stream_);
+  c.label = label(node);
+  checkpoints_.push_back(std::move(c));
+}
+
+void DeviceBackend::host_func(const Tensor* node, std::function<void()> fn) {
+  std::string where = node != nullptr ? label(*node) : name();
+  runtime_->launch_host_func(*stream_, [fn = std::move(fn), where = std::move(where)] {
+    try {
+      fn();
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{}: {}", where, e.what()));
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::DeviceError, fmt::format("{}: {}", where, e.what()));
+    }
+  });
+}
+
+void DeviceBackend::release_after_stream(void* ptr, size_t size) {
+  ScratchPool* pool = staging_.get();
+  host_func(nullptr, [pool, ptr, size] { pool->release(ptr, size); });
+}
+
+void DeviceBackend::synchronize() {
+  try {
+    runtime_->stream_synchronize(*stream_);
+  } catch (const Error& e) {
+    std::string culprit;
+    for (auto& c : checkpoints_)
+      if (culprit.empty() && runtime_->event_query(*c.event) == EventStatus::Failed) culprit = c.label;
+    for (auto& c : checkpoints_) spare_events_.push_back(std::move(c.event));
+    checkpoints_.clear();
+    if (!culprit.empty()) throw Error(e.code(), fmt::format("{} failed: {}", culprit, e.what()));
+    throw;
+  }
+  for (auto& c : checkpoints_) spare_events_.push_back(std::move(c.event));
+  checkpoints_.clear();
+}
+
+void DeviceBackend::set_async(Tensor& t, const void* src, size_t offset, size_t size) {
+  check_range(t, offset, size, "set_async");
+  if (size == 0) return;
+  if (in_host_memory(t)) {
+    tensor_set(t, src, offset, size);
+    return;
+  }
+  check_on_device(t, "tensor");
+  if (!has_device_layout(t.type)) {
+    runtime_->copy_h2d_async(*stream_, static_cast<char*>(t.data) + offset, src, size);
+    return;
+  }
+  // Re-lay into pinned staging now; the stream uploads it and gives the staging back.
+  const LayoutRange r = layout_range(t, offset, size);
+  const size_t bytes = r.quant_size + r.scale_size;
+  char* host = static_cast<char*>(staging_->allocate(bytes));
+  try {
+    to_device_layout(t.type, src, r.nblocks, host, host + r.quant_size);
+    char* base = root_data(t);
+    runtime_->copy_h2d_async(*stream_, base + r.quant_offset, host, r.quant_size);
+    runtime_->copy_h2d_async(*stream_, base + r.scale_offset, host + r.quant_size, r.scale_size);
+  } catch (...) {
+    runtime_->stream_synchronize(*stream_);  // an enqueued piece may still read the staging
+    staging_->release(host, bytes);
+    throw;
+  }
+  release_after_stream(host, bytes);
+}
+
+void DeviceBackend::get_async(const Tensor& t, void* dst, size_t offset, size_t size) {
+  check_range(t, offset, size, "get_async");
+  if (size == 0) return;
+  if (in_host_memory(t)) {
+    tensor_get(t, dst, offset, size);
+    return;
+  }
+  check_on_device(t, "tensor");
+  if (!has_device_layout(t.type)) {
+    runtime_->copy_d2h_async(*stream_, dst, static_cast<const char*>(t.data) + offset, size);
+    return;
+  }
+  // Download into pinned staging; a host function converts it into dst in stream order.
+  const LayoutRange r = layout_range(t, offset, size);
+  const size_t bytes = r.quant_size + r.scale_size;
+  char* host = static_cast<char*>(staging_->allocate(bytes));
+  try {
+    const char* base = root_data(t);
+    runtime_->copy_d2h_async(*stream_, host, base + r.quant_offset, r.quant_size);
+    runtime_->copy_d2h_async(*stream_, host + r.quant_size, base + r.scale_offset, r.scale_size);
+  } catch (...) {
+    runtime_->stream_synchronize(*stream_);
+    staging_->release(host, bytes);
+    throw;
+  }
+  ScratchPool* pool = staging_.get();
+  const DType type = t.type;
+  const int64_t nblocks = r.nblocks;
+  const size_t qsize = r.quant_size;
+  host_func(nullptr, [=] {
+    from_device_layout(type, host, host + qsize, nblocks, dst);
+    pool->release(host, bytes);
+  });
+}
+
+bool DeviceBackend::copy_async(const Tensor& src, Tensor& dst) {
+  if (src.type != dst.type || src.nbytes() != dst.nbytes() || src.data == nullptr) return false;
+  const DeviceBuffer* to = device_buffer_of(dst);
+  if (to == nullptr || &to->runtime() != runtime_ || to->device_index() != index_) return false;
+  const size_t n = src.nbytes();
+  if (n == 0) return true;
+  if (in_host_memory(src)) {
+    set_async(dst, src.data, 0, n);
+    return true;
+  }
+  const DeviceBuffer* from = device_buffer_of(src);
+  if (from == nullptr || &from->runtime() != runtime_) return false;
+  if (has_device_layout(src.type) && (src.view_src != nullptr || dst.view_src != nullptr)) return false;
+  const int sdev = from->device_index();
+  if (sdev != index_ && !runtime_->can_access_peer(index_, sdev)) return false;
+  runtime_->copy_d2d_async(*stream_, dst.data, sdev, src.data, n);
+  return true;
+}
+
+std::unique_ptr<Event> DeviceBackend::create_event() {
+  return std::make_unique<DeviceEvent>(*runtime_, runtime_->create_event(index_));
+}
+
+void DeviceBackend::wait(Event& event) {
+  auto* de = dynamic_cast<DeviceEvent*>(&event);
+  if (de != nullptr && de->enqueue_wait(*runtime_, *stream_)) return;
+  event.synchronize();  // another runtime's or kind of event: the host waits
+}
+
+}  // namespace tessera::device

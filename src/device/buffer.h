@@ -1,0 +1,79 @@
+#pragma once
+// Device buffers (tensors in device memory, quantized weights in the device layout) and pinned
+// host buffers (staging, and host-side tensors that feed the device), for any Runtime.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "device/runtime.h"
+#include "tessera/buffer.h"
+
+namespace tessera::device {
+
+// Quantized rows are padded to a multiple of this many elements (zeroed padding), so kernels may
+// read whole 512-element tiles.
+inline constexpr int64_t kRowPadding = 512;
+
+class DeviceBufferType final : public BufferType {
+ public:
+  DeviceBufferType(Runtime& runtime, int device, Device* owner);
+  std::string name() const override;
+  // Throws Error(OutOfMemory) naming the size in MiB, the device and its free memory.
+  std::unique_ptr<Buffer> allocate(size_t size) override;
+  size_t alignment() const override;  // max(128, the device's base-address alignment)
+  size_t max_size() const override;
+  size_t alloc_size(const Tensor& t) const override;
+  bool is_host() const override { return false; }
+  Device* device() const override { return owner_; }
+  Runtime& runtime() const noexcept { return *runtime_; }
+  int device_index() const noexcept { return device_; }
+
+ private:
+  Runtime* runtime_;
+  int device_;
+  Device* owner_;
+};
+
+class DeviceBuffer final : public Buffer {
+ public:
+  DeviceBuffer(DeviceBufferType& type, size_t size, void* memory);
+  ~DeviceBuffer() override;
+  void* base() const override { return memory_; }
+  // Zeroes the padding after a quantized tensor.
+  void init_tensor(Tensor& t) override;
+  // Byte ranges of the ggml image; Q4_0/Q8_0 convert to and from the device layout (whole blocks).
+  void set(Tensor& t, const void* src, size_t offset, size_t size) override;
+  void get(const Tensor& t, void* dst, size_t offset, size_t size) const override;
+  // From host memory, this device, a peer device, or (staged through pinned memory) another device
+  // of the same runtime.
+  bool copy_from(const Tensor& src, Tensor& dst) override;
+  void clear(uint8_t value) override;
+  Runtime& runtime() const noexcept { return *runtime_; }
+  int device_index() const noexcept { return device_; }
+
+ private:
+  Runtime* runtime_;
+  int device_;
+  void* memory_;
+};
+
+// Pinned host memory of one device: plain host pointers the device transfers from fast.
+class PinnedBufferType final : public BufferType {
+ public:
+  PinnedBufferType(Runtime& runtime, int device, Device* owner);
+  std::string name() const override;
+  std::unique_ptr<Buffer> allocate(size_t size) override;
+  size_t alignment() const override { return 128; }
+  bool is_host() const override { return true; }
+  Device* device() const override { return owner_; }
+
+ private:
+  Runtime* runtime_;
+  int device_;
+  Device* owner_;
+};
+
+// The device buffer holding t's memory (through its view root), or nullptr.
+DeviceBuffer* device_buffer_of(const Tensor& t) noexcept;
+
+}  // namespace tessera::device

@@ -1,0 +1,56 @@
+#pragma once
+// The op library interface: what a runtime implements to compute graph nodes on its devices.
+// One entry per op (supports + run); a runtime fills the table one op family at a time
+// (src/<runtime>/ops/<family>.cpp). Entries enqueue work on the context's stream and return
+// without waiting; node memory and source memory are device addresses on the context's device.
+#include <array>
+#include <cstddef>
+#include <functional>
+
+#include "device/pool.h"
+#include "device/runtime.h"
+#include "tessera/tensor.h"
+
+namespace tessera::device {
+
+class DeviceBackend;
+
+// What an op sees while it runs: the device, its stream, scratch memory, and deferred host checks.
+struct OpContext {
+  Runtime* runtime = nullptr;
+  int device = 0;
+  Stream* stream = nullptr;
+  ScratchPool* pool = nullptr;  // op temporaries: Scratch s(*ctx.pool, bytes)
+  const Tensor* node = nullptr;
+  DeviceBackend* backend = nullptr;
+
+  // Copies `size` (<= 64) bytes at device address src once the work enqueued so far is done and
+  // calls check(host copy) on the host, without blocking. An Error check throws surfaces at the
+  // backend's next synchronize (or event wait), naming this op and node.
+  void check_async(const void* src, size_t size, std::function<void(const void*)> check) const;
+};
+
+struct OpEntry {
+  // nullptr = the op is not supported at all; else true when this node's types/layouts are.
+  bool (*supports)(const Tensor& node) = nullptr;
+  void (*run)(const OpContext& ctx, Tensor& node) = nullptr;
+};
+
+class OpLibrary {
+ public:
+  virtual ~OpLibrary() = default;
+  bool supports(const Tensor& node) const {
+    const int i = static_cast<int>(node.op);
+    if (i < 0 || i >= kOpCount) return false;
+    const OpEntry& e = table_[static_cast<size_t>(i)];
+    return e.supports != nullptr && e.run != nullptr && e.supports(node);
+  }
+  // Enqueues node's computation; the caller checked supports(node).
+  void run(const OpContext& ctx, Tensor& node) const { table_[static_cast<size_t>(node.op)].run(ctx, node); }
+  void set(Op op, OpEntry entry) { table_[static_cast<size_t>(op)] = entry; }
+
+ private:
+  std::array<OpEntry, kOpCount> table_{};
+};
+
+}  // namespace tessera::device

@@ -1,0 +1,76 @@
+#include "opencl/oplib.h"
+
+#include "core/check.h"
+#include "device/layout.h"
+
+namespace tessera::opencl {
+namespace {
+
+constexpr size_t kGroup = 64;
+
+bool always(const Tensor&) { return true; }
+void nothing(const device::OpContext&, Tensor&) {}
+
+}  // namespace
+
+void register_views(device::OpLibrary& lib) {
+  for (Op op : {Op::None, Op::Reshape, Op::View, Op::Permute, Op::Transpose})
+    lib.set(op, {&always, &nothing});
+}
+
+std::shared_ptr<const device::OpLibrary> make_op_library() {
+  auto lib = std::make_shared<device::OpLibrary>();
+  register_views(*lib);
+  register_copy(*lib);
+  register_get_rows(*lib);
+  return lib;
+}
+
+OpenClRuntime& runtime_of(const device::OpContext& ctx) { return static_cast<OpenClRuntime&>(*ctx.runtime); }
+
+cl_kernel kernel_of(const device::OpContext& ctx, std::string_view program, std::string_view name) {
+  return runtime_of(ctx).kernel(*ctx.stream, program, name);
+}
+
+ClAddress address_arg(const device::OpContext& ctx, const void* ptr, size_t size) {
+  return runtime_of(ctx).resolve(ctx.device, ptr, size);
+}
+
+TensorArg tensor_arg(const device::OpContext& ctx, const Tensor& t) {
+  TensorArg a;
+  a.type = static_cast<cl_int>(t.type);
+  for (int d = 0; d < 4; ++d) {
+    a.ne.s[d] = t.ne[static_cast<size_t>(d)];
+    a.nb.s[d] = t.nb[static_cast<size_t>(d)];
+  }
+  if (device::has_device_layout(t.type)) {
+    const auto q = device::quant_addresses(t);
+    const ClAddress quants = address_arg(ctx, q.quants, 0);
+    const ClAddress scales = address_arg(ctx, q.scales, 0);
+    TESSERA_ASSERT(quants.mem == scales.mem);
+    a.mem = quants.mem;
+    a.offset = quants.offset;
+    a.scale_offset = scales.offset;
+  } else {
+    const ClAddress at = address_arg(ctx, t.data, t.nbytes());
+    a.mem = at.mem;
+    a.offset = at.offset;
+  }
+  return a;
+}
+
+void launch(const device::OpContext& ctx, cl_kernel k, std::array<size_t, 3> global) {
+  if (global[0] == 0 || global[1] == 0 || global[2] == 0) return;
+  OpenClRuntime& rt = runtime_of(ctx);
+  size_t max_group = 0;
+  clGetKernelWorkGroupInfo(k, rt.device_id(ctx.device), CL_KERNEL_WORK_GROUP_SIZE, sizeof max_group,
+                           &max_group, nullptr);
+  const size_t group = std::min(kGroup, std::max<size_t>(1, max_group));
+  global[0] = (global[0] + group - 1) / group * group;
+  const size_t local[3] = {group, 1, 1};
+  check(
+      clEnqueueNDRangeKernel(rt.queue(*ctx.stream), k, 3, nullptr, global.data(), local, 0, nullptr, nullptr),
+      rt.properties(ctx.device).name, "clEnqueueNDRangeKernel");
+}
+
+}  // namespace tessera::opencl

@@ -1,0 +1,53 @@
+#pragma once
+// The OpenCL op library: one register_<family>() per src/opencl/ops/<family>.cpp (with its
+// kernels in src/opencl/kernels/<family>.cl), and the helpers every family uses to pass tensors
+// to kernels and launch them.
+#include <array>
+#include <memory>
+#include <string_view>
+
+#include "device/oplib.h"
+#include "opencl/cl.h"
+#include "opencl/runtime.h"
+
+namespace tessera::opencl {
+
+// Every op this library computes (the device-independent table).
+std::shared_ptr<const device::OpLibrary> make_op_library();
+
+// ---- families (one file each) ----
+void register_views(device::OpLibrary& lib);     // NONE, RESHAPE, VIEW, PERMUTE, TRANSPOSE (oplib.cpp)
+void register_copy(device::OpLibrary& lib);      // DUP, CONT, CPY      (ops/copy.cpp)
+void register_get_rows(device::OpLibrary& lib);  // GET_ROWS           (ops/get_rows.cpp)
+
+// ---- helpers ----
+// A tensor as kernel arguments: its buffer, the byte offset of its first element (or first quant
+// of the device layout), the byte offset of its first scale (device layouts only), shape, strides.
+struct TensorArg {
+  cl_mem mem = nullptr;
+  cl_ulong offset = 0;
+  cl_ulong scale_offset = 0;
+  cl_int type = 0;
+  cl_long4 ne{};
+  cl_ulong4 nb{};
+};
+TensorArg tensor_arg(const device::OpContext& ctx, const Tensor& t);
+// A device address (e.g. scratch) as (buffer, offset).
+ClAddress address_arg(const device::OpContext& ctx, const void* ptr, size_t size);
+
+OpenClRuntime& runtime_of(const device::OpContext& ctx);
+cl_kernel kernel_of(const device::OpContext& ctx, std::string_view program, std::string_view name);
+
+// Sets kernel arguments 0, 1, 2, ... in order (any trivially copyable values, cl_mem included).
+template <typename... Args>
+void set_args(const device::OpContext& ctx, cl_kernel k, const Args&... args) {
+  cl_uint i = 0;
+  cl_int err = CL_SUCCESS;
+  ((err == CL_SUCCESS ? (err = clSetKernelArg(k, i++, sizeof(Args), &args)) : err), ...);
+  if (err != CL_SUCCESS) check(err, runtime_of(ctx).properties(ctx.device).name, "clSetKernelArg");
+}
+
+// Enqueues k over `global` work-items (dim 0 is rounded up to the work-group size: kernels check it).
+void launch(const device::OpContext& ctx, cl_kernel k, std::array<size_t, 3> global);
+
+}  // namespace tessera::opencl
