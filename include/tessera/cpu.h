@@ -6,6 +6,10 @@
 #include "tessera/backend.h"
 #include "tessera/device.h"
 
+namespace tessera::device {
+class HostScratchArena;
+}
+
 namespace tessera::cpu {
 
 enum class KernelSet { Fast, Reference };
@@ -28,7 +32,7 @@ class CpuBackend final : public Backend {
   int n_threads_;
   KernelSet kernels_;
   std::unique_ptr<ThreadPool> pool_;
-  std::vector<char> scratch_;  // kernels' work memory, reused across nodes
+  std::unique_ptr<device::HostScratchArena> scratch_;  // kernels' work memory: a VMM pool on the host
 };
 
 // Number of hardware threads (at least 1).

@@ -5,6 +5,7 @@
 #include "cpu/device.h"
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
+#include "device/host_vmm.h"
 #include "tessera/buffer.h"
 #include "tessera/cpu.h"
 
@@ -27,6 +28,7 @@ void ComputeContext::parallel_for(int64_t n, const std::function<void(int64_t, i
 }
 
 char* ComputeContext::scratch_memory(size_t bytes) const {
+  if (arena != nullptr) return arena->memory(bytes);
   TESSERA_ASSERT(scratch != nullptr);
   if (scratch->size() < bytes) scratch->resize(bytes);
   return scratch->data();
@@ -108,7 +110,8 @@ int hardware_threads() noexcept {
 CpuBackend::CpuBackend(int n_threads, KernelSet kernels)
     : n_threads_(n_threads > 0 ? n_threads : hardware_threads()),
       kernels_(kernels),
-      pool_(std::make_unique<ThreadPool>(n_threads_)) {}
+      pool_(std::make_unique<ThreadPool>(n_threads_)),
+      scratch_(std::make_unique<device::HostScratchArena>()) {}
 
 CpuBackend::~CpuBackend() = default;
 
@@ -130,7 +133,7 @@ void CpuBackend::compute(Graph& graph) {
   ctx.pool = pool_.get();
   ctx.n_threads = n_threads_;
   ctx.kernels = kernels_;
-  ctx.scratch = &scratch_;
+  ctx.arena = scratch_.get();
   for (Tensor* node : graph.nodes()) {
     if (is_view_op(node->op) || node->op == Op::None || node->nelements() == 0) continue;
     if (node->data == nullptr)

@@ -9,6 +9,10 @@
 #include "tessera/cpu.h"
 #include "tessera/tensor.h"
 
+namespace tessera::device {
+class HostScratchArena;
+}
+
 namespace tessera::cpu {
 
 struct ComputeContext {
@@ -16,6 +20,7 @@ struct ComputeContext {
   int n_threads = 1;
   KernelSet kernels = KernelSet::Reference;
   std::vector<char>* scratch = nullptr;  // per-backend work memory, reused across nodes
+  device::HostScratchArena* arena = nullptr;  // preferred when set: grows in place (VMM pool)
 
   // Splits [0, n) into n_threads contiguous chunks and runs fn(begin, end) for each in parallel.
   // Each item is computed by exactly one thread, so results never depend on the thread count.
