@@ -60,6 +60,13 @@ void add_demo(CLI::App& app) {
       Tensor* out = ops::soft_max(ctx, h, nullptr, 1.0f / std::sqrt(float(Demo::kDim)));
       Graph graph{out};
       auto backend = d->make_backend();
+      const Tensor* missing = nullptr;
+      for (const Tensor* n : graph.nodes())
+        if (missing == nullptr && !backend->supports(*n)) missing = n;
+      if (missing != nullptr) {
+        fmt::print("  {:<10} not run: {} is not supported there yet\n", d->name(), op_name(missing->op));
+        continue;
+      }
       GraphAllocator alloc(d->buffer_type());
       alloc.allocate(graph);
       const auto t0 = std::chrono::steady_clock::now();
