@@ -210,7 +210,6 @@ void Writer::add_tensor_raw(std::string name, uint32_t type_id, std::span<const 
   const GgmlType* g = ggml_type(type_id);
   if (g == nullptr)
     raise(ErrorCode::InvalidArgument, "gguf::Writer: tensor '{}': unknown type {}", name, type_id);
-  if (name.empty()) raise(ErrorCode::InvalidArgument, "gguf::Writer: a tensor name must not be empty");
   if (name.size() > kMaxNameBytes)
     raise(ErrorCode::InvalidArgument, "gguf::Writer: tensor name '{}' is {} bytes; the limit is {}", name,
           name.size(), kMaxNameBytes);
