@@ -210,6 +210,14 @@ void DeviceBackend::release_after_stream(void* ptr, size_t size) {
   host_func(nullptr, [pool, ptr, size] { pool->release(ptr, size); });
 }
 
+void DeviceBackend::drain() noexcept {
+  try {
+    runtime_->stream_synchronize(*stream_);
+  } catch (const Error& e) {
+    log(LogLevel::Warn, fmt::format("{}: {}", name(), e.what()));
+  }
+}
+
 void DeviceBackend::synchronize() {
   try {
     runtime_->stream_synchronize(*stream_);
@@ -248,7 +256,7 @@ void DeviceBackend::set_async(Tensor& t, const void* src, size_t offset, size_t 
     runtime_->copy_h2d_async(*stream_, base + r.quant_offset, host, r.quant_size);
     runtime_->copy_h2d_async(*stream_, base + r.scale_offset, host + r.quant_size, r.scale_size);
   } catch (...) {
-    runtime_->stream_synchronize(*stream_);  // an enqueued piece may still read the staging
+    drain();  // an enqueued piece may still read the staging
     staging_->release(host, bytes);
     throw;
   }
@@ -276,7 +284,7 @@ void DeviceBackend::get_async(const Tensor& t, void* dst, size_t offset, size_t 
     runtime_->copy_d2h_async(*stream_, host, base + r.quant_offset, r.quant_size);
     runtime_->copy_d2h_async(*stream_, host + r.quant_size, base + r.scale_offset, r.scale_size);
   } catch (...) {
-    runtime_->stream_synchronize(*stream_);
+    drain();
     staging_->release(host, bytes);
     throw;
   }

@@ -56,6 +56,7 @@ class DeviceBackend final : public Backend {
   void check_on_device(const Tensor& t, const char* what) const;
   void checkpoint(const Tensor& node);
   void release_after_stream(void* ptr, size_t size);
+  void drain() noexcept;  // waits for the stream while another error is on its way
 
   Device* device_;
   Runtime* runtime_;

@@ -319,6 +319,7 @@ bool OpenClRuntime::can_access_peer(int dst, int src) const { return dev(dst).co
 
 void* OpenClRuntime::allocate(int device, size_t size) {
   Device& d = dev(device);
+  size = std::max<size_t>(size, 1);
   const auto fail = [&](std::string_view why) {
     raise(ErrorCode::OutOfMemory, "{} ({}): cannot allocate {:.1f} MiB ({} bytes): {}; {:.1f} MiB free",
           d.props.name, d.props.description, mib(size), size, why, mib(free_memory(device)));
