@@ -311,7 +311,8 @@ Tensor* upscale(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, 
   require_not_null(Op::Upscale, {a});
   require(a->type == DType::F32, Op::Upscale, {a}, "needs f32");
   require(ne0 >= 1 && ne1 >= 1 && ne2 >= 1 && ne3 >= 1, Op::Upscale, {a}, "output dims must be >= 1");
-  require((mode & 0xff) == 0 || (mode & 0xff) == 1, Op::Upscale, {a},
+  require(a->nelements() > 0, Op::Upscale, {a}, "the source is empty");
+  require(((mode & 0xff) == 0 || (mode & 0xff) == 1) && (mode & ~0x1ff) == 0, Op::Upscale, {a},
           "mode {} is not nearest (0) or bilinear (1)", mode);
   Tensor* t = make_node(ctx, Op::Upscale, DType::F32, {ne0, ne1, ne2, ne3}, {a});
   t->set_param_i(0, mode);
@@ -340,7 +341,8 @@ Tensor* arange(Context& ctx, float start, float stop, float step) {
       (stop - start) / step <= 0.0f)
     raise(ErrorCode::InvalidArgument, "ARANGE: start {}, stop {}, step {} gives no elements", start, stop,
           step);
-  const double n = std::ceil((static_cast<double>(stop) - start) / step);
+  // Counted in f32 as ggml does (ceilf((stop - start) / step)), so shapes agree bit for bit.
+  const double n = std::ceil((stop - start) / step);
   if (n > static_cast<double>(INT32_MAX))
     raise(ErrorCode::InvalidArgument, "ARANGE: {} elements is too many", n);
   Tensor* t = make_node(ctx, Op::Arange, DType::F32, {static_cast<int64_t>(n), 1, 1, 1}, {});
@@ -453,6 +455,7 @@ Tensor* im2col(Context& ctx, Tensor* kernel, Tensor* input, int s0, int s1, int 
   require(input->ne[0] + 2 * p0 - d0 * (kw - 1) - 1 >= 0 && ow > 0 && oh > 0 &&
               (!is_2d || input->ne[1] + 2 * p1 - d1 * (kh - 1) - 1 >= 0),
           Op::Im2Col, {kernel, input}, "the kernel does not fit the padded input");
+  require(is_2d || input->ne[3] == 1, Op::Im2Col, {kernel, input}, "a 1-D input must have ne3 == 1");
   const std::array<int64_t, 4> ne = is_2d ? std::array<int64_t, 4>{ic_in * kh * kw, ow, oh, input->ne[3]}
                                           : std::array<int64_t, 4>{ic_in * kw, ow, input->ne[2], 1};
   Tensor* t = make_node(ctx, Op::Im2Col, dst_type, ne, {kernel, input});
