@@ -241,11 +241,12 @@ void check_fast(const std::vector<float>& got, const Expected& e) {
 void check_case(const Case& c, uint32_t seed = 7) {
   SCOPED_TRACE(c.str());
   Built g = build(c, seed);
-  const Expected exact = expect(*g.a, *g.b, false);
-  check_reference(compute(g.out, 2, KernelSet::Reference), exact);
-
   const bool quant = is_quantized(c.type);
+  const Expected exact = expect(*g.a, *g.b, false);
+  // ggml's semantics for quantized weights: b goes through Q8_0 first (the reference does it too).
   const Expected with_q8_b = quant ? expect(*g.a, *g.b, true) : exact;
+  check_reference(compute(g.out, 2, KernelSet::Reference), with_q8_b);
+
   const cpu::mm::KernelTable* tables[] = {&cpu::mm::active_kernels(), &cpu::mm::scalar_kernels()};
   for (const cpu::mm::KernelTable* table : tables) {
     SCOPED_TRACE(table->isa);
@@ -317,14 +318,14 @@ TEST(CpuMulMat, HandComputedQuantizedBlocks) {
   const std::vector<float> want4 = {-4.0f, -4.0f, 1.5f};
   Tensor* out8 = ops::mul_mat(ctx, a8, b);
   Tensor* out4 = ops::mul_mat(ctx, a4, b);
-  EXPECT_EQ(compute(out8, 1, KernelSet::Reference), want8);
-  EXPECT_EQ(compute(out4, 1, KernelSet::Reference), want4);
-  // The fast path rounds b through Q8_0 (here b's blocks hold 0, 1 and 2 only, scale 1/127 or 2/127
-  // in fp16), so it matches to the fp16 scale's precision.
-  const std::vector<float> got8 = compute(out8, 1, KernelSet::Fast), got4 = compute(out4, 1, KernelSet::Fast);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_NEAR(got8[i], want8[i], 2e-3 * std::fabs(want8[i]));
-    EXPECT_NEAR(got4[i], want4[i], 2e-3 * std::fabs(want4[i]));
+  // Both kernel sets round b through Q8_0 as ggml does (here b's blocks hold 0, 1 and 2 only, scale
+  // 1/127 or 2/127 in fp16), so they match to the fp16 scale's precision.
+  for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast}) {
+    const std::vector<float> got8 = compute(out8, 1, ks), got4 = compute(out4, 1, ks);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_NEAR(got8[i], want8[i], 2e-3 * std::fabs(want8[i]));
+      EXPECT_NEAR(got4[i], want4[i], 2e-3 * std::fabs(want4[i]));
+    }
   }
 }
 

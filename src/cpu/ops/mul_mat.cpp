@@ -1,6 +1,7 @@
 // MUL_MAT on the CPU: dst[m, n, i2, i3] = sum_k a[k, m, i2 / r2, i3 / r3] * b[k, n, i2, i3].
 //
-// Reference: each weight row converted to f32, dotted with b's row in double. Fast: b is prepared
+// Reference: each weight row converted to f32, dotted with b's row in double (for Q4_0/Q8_0 weights b
+// goes through Q8_0 first, as ggml's CPU does). Fast: b is prepared
 // once (Q8_0 blocks for quantized weights, f32 rows otherwise) and tile kernels (mul_mat_kernels.h)
 // run over cache blocks of (weight rows x b columns x K). The block grid depends only on the shapes
 // and each output is computed by one kernel call chain, so results do not depend on thread counts.
@@ -15,6 +16,7 @@
 #include "cpu/element.h"
 #include "cpu/kernels.h"
 #include "cpu/ops/mul_mat_kernels.h"
+#include "tessera/quant.h"
 
 namespace tessera::cpu {
 namespace {
@@ -58,7 +60,17 @@ void run_reference(const ComputeContext& ctx, const Tensor& dst, const Tensor& a
   auto* brows = reinterpret_cast<float*>(ctx.scratch_memory(static_cast<size_t>(s.n * s.k) * sizeof(float)));
   for (int64_t i3 = 0; i3 < s.b3; ++i3) {
     for (int64_t i2 = 0; i2 < s.b2; ++i2) {
-      for (int64_t n = 0; n < s.n; ++n) load_row_f32(b, n, i2, i3, brows + n * s.k);
+      for (int64_t n = 0; n < s.n; ++n) {
+        float* row = brows + n * s.k;
+        load_row_f32(b, n, i2, i3, row);
+        // ggml's semantics for quantized weights: b is quantized to Q8_0 blocks first, then the
+        // block products are summed (here exactly, in double, from the dequantized values).
+        if (is_quantized(a.type)) {
+          std::vector<BlockQ8_0> q(static_cast<size_t>(s.k / kQuantBlock));
+          ref::quantize_row_q8_0(row, q.data(), s.k);
+          ref::dequantize_row_q8_0(q.data(), row, s.k);
+        }
+      }
       ctx.parallel_for(s.m, [&](int64_t m0, int64_t m1) {
         std::vector<float> arow(static_cast<size_t>(s.k));
         for (int64_t m = m0; m < m1; ++m) {
