@@ -59,7 +59,11 @@ LoadedTensors load_tensors(const File& file, Context& ctx, BufferType& type, con
           file.source());
   const auto& infos = file.tensors();
   for (const auto& info : infos)
-    if (!info.supported) (void)info.descriptor();  // throws Unsupported naming the tensor and type
+    if (!info.supported) {
+      const GgmlType* g = ggml_type(info.type_id);
+      raise(ErrorCode::Unsupported, "{}: tensor '{}' has type {} (ggml id {}), which Tessera cannot load yet",
+            file.source(), info.name, g != nullptr ? g->name : "?", info.type_id);
+    }
 
   LoadedTensors out;
   std::vector<Tensor*> created;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/gguf_test_util.h"
+#include "tessera/device.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
 
@@ -159,6 +160,43 @@ TEST(GgufLoader, RealModelOnHostAndDevice) {
     EXPECT_EQ(read_back(*dev.tensors.at(info.name)), expected) << info.name;
   }
   for (const auto& c : device.calls) EXPECT_LE(c.size, 4096u);
+}
+
+// Every registered device (the CPU, and OpenCL devices where present) gets the file's bytes through
+// its own buffers and layouts, in chunks that split rows, and gives them back unchanged.
+TEST(GgufLoader, EveryDeviceReadsBackTheFileBytes) {
+  std::mt19937 rng(11);
+  Writer w;
+  std::map<std::string, std::vector<uint8_t>> data;
+  auto add = [&](const std::string& name, DType type, std::vector<int64_t> ne, size_t nbytes) {
+    auto& d = data[name];
+    d.resize(nbytes);
+    for (auto& v : d) v = static_cast<uint8_t>(rng());
+    if (type == DType::Q4_0 || type == DType::Q8_0) {
+      // Keep the fp16 scales finite (block layout: scale first).
+      const size_t block = type == DType::Q4_0 ? 18 : 34;
+      for (size_t b = 0; b < nbytes; b += block) d[b + 1] &= 0x3B;
+    }
+    w.add_tensor(name, type, ne, d.data(), nbytes);
+  };
+  add("q4", DType::Q4_0, {96, 7}, 3 * 18 * 7);
+  add("q8", DType::Q8_0, {544, 3}, 17 * 34 * 3);
+  add("f16", DType::F16, {33, 5}, 33 * 2 * 5);
+  add("f32", DType::F32, {10, 3, 2}, 240);
+  add("i32", DType::I32, {7}, 28);
+  const auto bytes = w.to_bytes();
+  testing::save_seed("loader_every_device", bytes);
+  const File f = File::parse(bytes);
+  for (const auto& device : Registry::instance().devices()) {
+    SCOPED_TRACE(device->name());
+    Context ctx;
+    size_t last = 0;
+    auto loaded = load_tensors(
+        f, ctx, device->buffer_type(), [&](size_t d, size_t) { last = d; }, 200);
+    EXPECT_EQ(last, size_t{378 + 1734 + 330 + 240 + 28});
+    for (const auto& [name, expected] : data)
+      EXPECT_EQ(read_back(*loaded.tensors.at(name)), expected) << name;
+  }
 }
 
 TEST(GgufLoader, RefusesWhatItCannotLoad) {

@@ -118,6 +118,8 @@ inline CliResult run_cli(const std::string& args) {
   };
   r.out = slurp(out_path);
   r.err = slurp(err_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
   return r;
 }
 
