@@ -14,15 +14,18 @@
 
 namespace tessera {
 
+// The graph's tensors belong to the caller and may be gone by the time a report is read, so
+// what a report needs is kept as counts and strings.
 struct SchedulerSplit {
   Backend* backend = nullptr;
-  std::vector<Tensor*> nodes;
-  std::vector<Tensor*> inputs;  // tensors copied in from other backends' memory
+  std::vector<Tensor*> nodes;   // valid only while the graph lives
+  std::vector<Tensor*> inputs;  // tensors copied in from other backends' memory (likewise)
+  size_t computed = 0;          // nodes that are not views
   size_t bytes_copied = 0;
 };
 
 struct Fallback {
-  const Tensor* node;
+  std::string node;  // "OP name [source types]"
   std::string reason;
 };
 

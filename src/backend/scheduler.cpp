@@ -111,8 +111,7 @@ void Scheduler::assign(const Graph& graph) {
       } else {
         chosen = cpu;
         if (preferred != nullptr)
-          fallbacks_.push_back(
-              {node, fmt::format("{} does not support {}", preferred->name(), node_label(*node))});
+          fallbacks_.push_back({node_label(*node), fmt::format("{} does not support it", preferred->name())});
       }
     }
     assigned_[node] = chosen;
@@ -129,10 +128,11 @@ void Scheduler::build_splits(const Graph& graph) {
                                           [](const Tensor* t) { return is_view_op(t->op); })) {
         splits_.back().backend = b;  // a split of views only takes the next backend
       } else {
-        splits_.push_back({b, {}, {}, 0});
+        splits_.push_back({b, {}, {}, 0, 0});
       }
     }
     splits_.back().nodes.push_back(node);
+    if (!is_view_op(node->op)) ++splits_.back().computed;
   }
 }
 
@@ -275,17 +275,15 @@ std::string Scheduler::report() const {
   std::string out;
   for (size_t i = 0; i < splits_.size(); ++i) {
     const auto& s = splits_[i];
-    size_t computed = 0;
-    for (const Tensor* n : s.nodes) computed += is_view_op(n->op) ? 0 : 1;
     out += fmt::format("split {}: {} — {} nodes ({} computed), {} inputs copied ({:.1f} KiB)\n", i,
-                       s.backend->name(), s.nodes.size(), computed, s.inputs.size(),
+                       s.backend->name(), s.nodes.size(), s.computed, s.inputs.size(),
                        static_cast<double>(s.bytes_copied) / 1024.0);
   }
   if (fallbacks_.empty()) {
     out += "no CPU fallbacks\n";
   } else {
     out += fmt::format("{} nodes fell back to the CPU:\n", fallbacks_.size());
-    for (const auto& f : fallbacks_) out += fmt::format("  {}: {}\n", node_label(*f.node), f.reason);
+    for (const auto& f : fallbacks_) out += fmt::format("  {}: {}\n", f.node, f.reason);
   }
   return out;
 }

@@ -177,10 +177,11 @@ TEST(Scheduler, SplitAcrossTwoDevicesAndCpuEqualsCpuAlone) {
   EXPECT_EQ(sched.backend_of(nodes[4]), b1.get());
   EXPECT_EQ(sched.splits().size(), 3u);
   ASSERT_EQ(sched.fallbacks().size(), 1u);
-  EXPECT_EQ(sched.fallbacks()[0].node, nodes[2]);
+  EXPECT_NE(sched.fallbacks()[0].node.find("UNARY"), std::string::npos) << sched.fallbacks()[0].node;
   const std::string report = sched.report();
   EXPECT_NE(report.find("Fake0"), std::string::npos);
-  EXPECT_NE(report.find("does not support UNARY"), std::string::npos) << report;
+  EXPECT_NE(report.find("UNARY"), std::string::npos) << report;
+  EXPECT_NE(report.find("Fake0 does not support it"), std::string::npos) << report;
 
   const auto got = read(out);
   ASSERT_EQ(got.size(), expected.size());
