@@ -137,12 +137,18 @@ void Session::eval_batch(std::span<const int32_t> tokens, bool all_logits, std::
   x->name = "embd";
   for (int64_t il = 0; il < h.n_layer; ++il) {
     const Layer& l = model_.layers()[static_cast<size_t>(il)];
-    Tensor* cur = ops::mul(ctx, ops::rms_norm(ctx, x, h.rms_eps), l.attn_norm);
-    Tensor* q = ops::reshape(ctx, ops::mul_mat(ctx, l.wq, cur), hd, h.n_head, n_tokens);
-    Tensor* k = ops::reshape(ctx, ops::mul_mat(ctx, l.wk, cur), hd, h.n_head_kv, n_tokens);
-    Tensor* v = ops::mul_mat(ctx, l.wv, cur);  // [n_embd_kv, n_tokens]
-    q = ops::rope(ctx, q, inp_pos, nullptr, rp);
-    k = ops::rope(ctx, k, inp_pos, nullptr, rp);
+    // Node names ("attn_q.3", ...) make placement reports and errors readable.
+    auto named = [il](Tensor* t, const char* what) {
+      t->name = fmt::format("{}.{}", what, il);
+      return t;
+    };
+    Tensor* cur =
+        named(ops::mul(ctx, named(ops::rms_norm(ctx, x, h.rms_eps), "attn_rms"), l.attn_norm), "attn_in");
+    Tensor* q = ops::reshape(ctx, named(ops::mul_mat(ctx, l.wq, cur), "q"), hd, h.n_head, n_tokens);
+    Tensor* k = ops::reshape(ctx, named(ops::mul_mat(ctx, l.wk, cur), "k"), hd, h.n_head_kv, n_tokens);
+    Tensor* v = named(ops::mul_mat(ctx, l.wv, cur), "v");  // [n_embd_kv, n_tokens]
+    q = named(ops::rope(ctx, q, inp_pos, nullptr, rp), "q_rope");
+    k = named(ops::rope(ctx, k, inp_pos, nullptr, rp), "k_rope");
 
     // Store this batch's K and V at positions n_past.. (expanded first so that the attention
     // below, which reads the cache, runs after the stores).
@@ -162,18 +168,19 @@ void Session::eval_batch(std::span<const int32_t> tokens, bool all_logits, std::
     Tensor* values = ops::view(ctx, v_cache, {n_kv, hd, h.n_head_kv, 1}, v_cache->nb[1],
                                v_cache->nb[1] * static_cast<size_t>(hd),
                                v_cache->nb[1] * static_cast<size_t>(n_embd_kv), 0);
-    Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tokens, n_head]
-    Tensor* kq = ops::mul_mat(ctx, keys, qp);       // [n_kv, n_tokens, n_head]
-    kq = ops::soft_max(ctx, kq, kq_mask, kq_scale, 0.0f);
-    Tensor* kqv = ops::mul_mat(ctx, values, kq);  // [hd, n_tokens, n_head]
-    cur = ops::reshape(ctx, ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3)), h.n_embd, n_tokens);
-    cur = ops::mul_mat(ctx, l.wo, cur);
-    x = ops::add(ctx, x, cur);
+    Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);          // [hd, n_tokens, n_head]
+    Tensor* kq = named(ops::mul_mat(ctx, keys, qp), "kq");  // [n_kv, n_tokens, n_head]
+    kq = named(ops::soft_max(ctx, kq, kq_mask, kq_scale, 0.0f), "kq_softmax");
+    Tensor* kqv = named(ops::mul_mat(ctx, values, kq), "kqv");  // [hd, n_tokens, n_head]
+    cur = ops::reshape(ctx, named(ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged"), h.n_embd,
+                       n_tokens);
+    cur = named(ops::mul_mat(ctx, l.wo, cur), "attn_out");
+    x = named(ops::add(ctx, x, cur), "attn_residual");
 
-    cur = ops::mul(ctx, ops::rms_norm(ctx, x, h.rms_eps), l.ffn_norm);
-    Tensor* gate = ops::silu(ctx, ops::mul_mat(ctx, l.ffn_gate, cur));
-    Tensor* up = ops::mul_mat(ctx, l.ffn_up, cur);
-    cur = ops::mul_mat(ctx, l.ffn_down, ops::mul(ctx, gate, up));
+    cur = named(ops::mul(ctx, named(ops::rms_norm(ctx, x, h.rms_eps), "ffn_rms"), l.ffn_norm), "ffn_in");
+    Tensor* gate = named(ops::silu(ctx, named(ops::mul_mat(ctx, l.ffn_gate, cur), "ffn_gate")), "ffn_silu");
+    Tensor* up = named(ops::mul_mat(ctx, l.ffn_up, cur), "ffn_up");
+    cur = named(ops::mul_mat(ctx, l.ffn_down, named(ops::mul(ctx, gate, up), "ffn_gate_up")), "ffn_out");
     x = ops::add(ctx, x, cur);
     x->name = fmt::format("l_out.{}", il);
   }
