@@ -149,6 +149,19 @@ void binary_family(std::vector<std::unique_ptr<Case>>& out) {
     Tensor* b = c.leaf(ctx, DType::F32, {16, 1, 1, 1});
     return ops::acc(ctx, a, b, a->nb[1], a->nb[2], a->nb[3], 128);
   });
+  // Overlapping targets: later elements of b add onto earlier ones, in b's logical order.
+  add(out, Op::Acc, "ACC(type=f32, ne_a=[32,2,1,1], ne_b=[6,5,1,1], nb1=8 (overlapping), offset=16)",
+      [](Case& c, Context& ctx) {
+        Tensor* a = c.leaf(ctx, DType::F32, {32, 2, 1, 1});
+        Tensor* b = c.leaf(ctx, DType::F32, {6, 5, 1, 1});
+        return ops::acc(ctx, a, b, 8, 8 * 5, 8 * 5, 16);
+      });
+  add(out, Op::Acc, "ACC(type=f32, ne_a=[16,3,1,1], ne_b=[5,4,2,1], nb1=0, nb2=12 (overlapping))",
+      [](Case& c, Context& ctx) {
+        Tensor* a = c.leaf(ctx, DType::F32, {16, 3, 1, 1});
+        Tensor* b = c.leaf(ctx, DType::F32, {5, 4, 2, 1});
+        return ops::acc(ctx, a, b, 0, 12, 24, 4);
+      });
 }
 
 void shape_family(std::vector<std::unique_ptr<Case>>& out) {
@@ -267,7 +280,9 @@ void norm_family(std::vector<std::unique_ptr<Case>>& out) {
     return ops::sum_rows(ctx, transposed_leaf(c, ctx, DType::F32, {7, 5, 2, 1}));
   });
   for (SortOrder order : {SortOrder::Ascending, SortOrder::Descending})
-    for (const Ne& ne : {Ne{16, 10, 1, 1}, Ne{61, 3, 2, 1}, Ne{1024, 2, 1, 1}})
+    // 3000 and 5000: rows padded to 4096 and 8192 (a device may sort those outside local memory).
+    for (const Ne& ne :
+         {Ne{16, 10, 1, 1}, Ne{61, 3, 2, 1}, Ne{1024, 2, 1, 1}, Ne{3000, 2, 1, 1}, Ne{5000, 3, 1, 1}})
       add(out, Op::Argsort,
           fmt::format("ARGSORT(type=f32, ne={}, order={})", ne_str(ne),
                       order == SortOrder::Ascending ? "asc" : "desc"),

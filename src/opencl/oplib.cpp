@@ -23,6 +23,12 @@ std::shared_ptr<const device::OpLibrary> make_op_library() {
   register_views(*lib);
   register_copy(*lib);
   register_get_rows(*lib);
+  register_binary(*lib);
+  register_unary(*lib);
+  register_shape(*lib);
+  register_resample(*lib);
+  register_conv(*lib);
+  register_reduce(*lib);
   return lib;
 }
 

@@ -19,6 +19,12 @@ std::shared_ptr<const device::OpLibrary> make_op_library();
 void register_views(device::OpLibrary& lib);     // NONE, RESHAPE, VIEW, PERMUTE, TRANSPOSE (oplib.cpp)
 void register_copy(device::OpLibrary& lib);      // DUP, CONT, CPY      (ops/copy.cpp)
 void register_get_rows(device::OpLibrary& lib);  // GET_ROWS           (ops/get_rows.cpp)
+void register_binary(device::OpLibrary& lib);    // ADD, MUL, DIV, ACC (ops/binary.cpp)
+void register_unary(device::OpLibrary& lib);     // UNARY, LEAKY_RELU, SCALE, SQR, CLAMP (ops/unary.cpp)
+void register_shape(device::OpLibrary& lib);     // REPEAT, CONCAT (ops/shape.cpp)
+void register_resample(device::OpLibrary& lib);  // UPSCALE, PAD, ARANGE, TIMESTEP_EMBEDDING (ops/resample.cpp)
+void register_conv(device::OpLibrary& lib);      // IM2COL, POOL_2D (ops/conv.cpp)
+void register_reduce(device::OpLibrary& lib);    // SUM_ROWS, ARGSORT (ops/reduce.cpp)
 
 // ---- helpers ----
 // A tensor as kernel arguments: its buffer, the byte offset of its first element (or first quant

@@ -111,3 +111,19 @@ inline ulong byte_offset(long4 c, ulong4 nb, int type) {
   const long e0 = is_quant(type) ? c.s0 / QK : c.s0;
   return (ulong)e0 * nb.s0 + (ulong)c.s1 * nb.s1 + (ulong)c.s2 * nb.s2 + (ulong)c.s3 * nb.s3;
 }
+
+// Coordinates of flat index l (row-major, ne0 fastest) in 32-bit arithmetic when the tensor is small
+// enough (64-bit divisions are slow on GPUs); 1-D elementwise kernels use it.
+inline long4 coords_of(long l, long4 ne) {
+  if (ne.s0 * ne.s1 * ne.s2 * ne.s3 > (long)INT_MAX) return unravel(l, ne);
+  uint u = (uint)l;
+  const uint n0 = (uint)ne.s0, n1 = (uint)ne.s1, n2 = (uint)ne.s2;
+  long4 c;
+  c.s0 = u % n0;
+  u /= n0;
+  c.s1 = u % n1;
+  u /= n1;
+  c.s2 = u % n2;
+  c.s3 = u / n2;
+  return c;
+}
