@@ -401,21 +401,22 @@ void attention_family(std::vector<std::unique_ptr<Case>>& out) {
 
 void mul_mat_family(std::vector<std::unique_ptr<Case>>& out) {
   const DType weights[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
-  auto mm = [&](DType ta, int64_t k, int64_t m, int64_t n, Ne batch_a, Ne batch_b, bool permuted_b) {
+  auto mm = [&](DType ta, int64_t k, int64_t m, int64_t n, Ne batch_a, Ne batch_b, bool permuted_b,
+                DType tb = DType::F32) {
     const double flops = 2.0 * k * m * n * batch_b[2] * batch_b[3];
     add(
         out, Op::MulMat,
-        fmt::format("MUL_MAT(type_a={}, type_b=f32, m={}, n={}, k={}, bs=[{},{}], nr=[{},{}]{})", tn(ta), m,
-                    n, k, batch_a[2], batch_a[3], batch_b[2] / batch_a[2], batch_b[3] / batch_a[3],
+        fmt::format("MUL_MAT(type_a={}, type_b={}, m={}, n={}, k={}, bs=[{},{}], nr=[{},{}]{})", tn(ta),
+                    tn(tb), m, n, k, batch_a[2], batch_a[3], batch_b[2] / batch_a[2], batch_b[3] / batch_a[3],
                     permuted_b ? ", b permuted" : ""),
         [=](Case& c, Context& ctx) {
           Tensor* a = c.leaf(ctx, ta, {k, m, batch_a[2], batch_a[3]});
           Tensor* b;
           if (permuted_b) {
-            Tensor* base = c.leaf(ctx, DType::F32, {k, batch_b[2], n, batch_b[3]});
+            Tensor* base = c.leaf(ctx, tb, {k, batch_b[2], n, batch_b[3]});
             b = ops::permute(ctx, base, 0, 2, 1, 3);
           } else {
-            b = c.leaf(ctx, DType::F32, {k, n, batch_b[2], batch_b[3]});
+            b = c.leaf(ctx, tb, {k, n, batch_b[2], batch_b[3]});
           }
           return ops::mul_mat(ctx, a, b);
         },
@@ -435,6 +436,12 @@ void mul_mat_family(std::vector<std::unique_ptr<Case>>& out) {
       for (int r3 : {1, 2}) mm(ta, 64, 16, 7, {1, 1, 2, 1}, {1, 1, 2 * r2, r3}, false);
     mm(ta, 64, 10, 6, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
     mm(ta, 64, 10, 1, {1, 1, 3, 1}, {1, 1, 3, 1}, true);
+    // Batches wide enough for a device's GEMM path (OpenCL switches at N = 12..192), stretched and
+    // permuted; and f16 b on both sides of the switch.
+    mm(ta, 64, 16, 300, {1, 1, 2, 1}, {1, 1, 4, 2}, false);
+    mm(ta, 96, 10, 300, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
+    for (int64_t n : {1, 7, 300}) mm(ta, 64, 12, n, {1, 1, 1, 1}, {1, 1, 1, 1}, false, DType::F16);
+    mm(ta, 64, 12, 5, {1, 1, 2, 1}, {1, 1, 2, 1}, true, DType::F16);
   }
 }
 

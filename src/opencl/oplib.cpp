@@ -29,6 +29,10 @@ std::shared_ptr<const device::OpLibrary> make_op_library() {
   register_resample(*lib);
   register_conv(*lib);
   register_reduce(*lib);
+  register_norm(*lib);
+  register_softmax(*lib);
+  register_rope(*lib);
+  register_mul_mat(*lib);
   return lib;
 }
 

@@ -127,3 +127,33 @@ inline long4 coords_of(long l, long4 ne) {
   c.s3 = u / n2;
   return c;
 }
+
+// ---- work-group reductions (local size a power of two, at most 256; every item gets the result;
+// call from uniform control flow: they contain barriers) ----
+#define MAX_GROUP 256
+
+inline float group_sum(float v, local float* buf) {
+  const int lid = get_local_id(0);
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+    if (lid < s) buf[lid] += buf[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float total = buf[0];
+  barrier(CLK_LOCAL_MEM_FENCE);  // buf may be reused at once
+  return total;
+}
+
+inline float group_max(float v, local float* buf) {
+  const int lid = get_local_id(0);
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+    if (lid < s) buf[lid] = fmax(buf[lid], buf[lid + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float total = buf[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return total;
+}

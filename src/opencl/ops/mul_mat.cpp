@@ -1,0 +1,279 @@
+// MUL_MAT on OpenCL (kernels/mul_mat.cl): dst[m, n, i2, i3] = sum_k a[k, m, i2/r2, i3/r3] * b[k, n, i2, i3].
+//
+// Weights F32, F16, BF16, Q8_0, Q4_0 (device layout, read in place); b F32 or F16 with any strides
+// (permuted views included); weights stretched over dims 2-3. Two paths, chosen by the number of
+// columns N of b:
+//  - N < the GEMM threshold: matrix-vector kernels, a work-group per weight row and group of four
+//    columns. Quantized weights are dotted with b quantized to Q8_0 (ggml's semantics).
+//  - otherwise: CLBlast SGEMM per batch. F32 weights with contiguous rows are used in place; other
+//    weights are converted to f32 tile by tile (rows of one weight batch) into pool scratch, and
+//    a tile serves every batch of b that stretches it. For quantized weights b is rounded through
+//    Q8_0 first, so both paths compute the same products.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "core/check.h"
+#include "opencl/oplib.h"
+#include "opencl/ops/group_launch.h"
+#include "tessera/quant.h"
+
+#ifdef TESSERA_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+namespace tessera::opencl {
+namespace {
+
+constexpr int64_t kVecColumns = 4;        // MV_NC in mul_mat.cl
+constexpr size_t kVecGroup = 64;          // MV_WG in mul_mat.cl
+constexpr size_t kTileBytes = 32u << 20;  // f32 weight tile converted for one GEMM
+
+// Columns of b (N) from which the GEMM path beats the matrix-vector kernels, by weight type: f32
+// weights go to SGEMM in place; f16/bf16 weights are converted to f32 first; quantized weights
+// are converted too and lose the integer Q8_0 dot products. Measured on PoCL 3.1 (two pthread
+// devices on 2 shared AMD EPYC cores), K = M = 4096, ms per MUL_MAT, matrix-vector / GEMM:
+//   MEASUREMENTS
+// TESSERA_OPENCL_GEMM_MIN_N=<n> overrides all three (0 or a huge value forces one path), for
+// tuning on other devices.
+constexpr int64_t kGemmMinColumnsF32 = 12;
+constexpr int64_t kGemmMinColumnsF16 = 48;
+constexpr int64_t kGemmMinColumnsQuant = 192;
+
+int64_t gemm_min_columns(DType weights) {
+  if (const char* env = std::getenv("TESSERA_OPENCL_GEMM_MIN_N"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (*end == '\0' && v >= 0) return static_cast<int64_t>(v);
+  }
+  if (is_quantized(weights)) return kGemmMinColumnsQuant;
+  return weights == DType::F32 ? kGemmMinColumnsF32 : kGemmMinColumnsF16;
+}
+
+struct Shape {
+  int64_t k, m, n, b2, b3, r2, r3;
+};
+
+bool supports_mul_mat(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  if (a == nullptr || b == nullptr || node.type != DType::F32 || node.nb[0] != sizeof(float)) return false;
+  const bool a_ok = a->type == DType::F32 || a->type == DType::F16 || a->type == DType::BF16 ||
+                    a->type == DType::Q4_0 || a->type == DType::Q8_0;
+  if (!a_ok || (b->type != DType::F32 && b->type != DType::F16)) return false;
+  if (is_quantized(a->type) && !a->rows_contiguous()) return false;
+  return a->ne[0] == b->ne[0] && a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 &&
+         b->ne[3] % a->ne[3] == 0 && node.ne[0] == a->ne[1] && node.ne[1] == b->ne[1] &&
+         node.ne[2] == b->ne[2] && node.ne[3] == b->ne[3];
+}
+
+// Contiguous byte strides of an f32 tensor [k, n, b2, b3].
+cl_ulong4 f32_strides(int64_t k, int64_t n, int64_t b2) {
+  cl_ulong4 nb;
+  nb.s[0] = sizeof(float);
+  nb.s[1] = nb.s[0] * static_cast<cl_ulong>(k);
+  nb.s[2] = nb.s[1] * static_cast<cl_ulong>(n);
+  nb.s[3] = nb.s[2] * static_cast<cl_ulong>(b2);
+  return nb;
+}
+
+// b as contiguous f32 rows (mode 0), Q8_0 blocks in device layout (mode 1), or f32 rounded through
+// Q8_0 (mode 2), in `out` (sized by the caller). Returns the byte offset of the scales (mode 1).
+size_t prepare_b(const device::OpContext& ctx, const Tensor& b, const Shape& s, const device::Scratch& out,
+                 cl_int mode) {
+  const TensorArg bt = tensor_arg(ctx, b);
+  const ClAddress o = address_arg(ctx, out.data(), out.size());
+  const int64_t rows = s.n * s.b2 * s.b3;
+  const cl_ulong q_off = o.offset;
+  const cl_ulong d_off = o.offset + static_cast<cl_ulong>(rows * s.k);
+  const std::array<size_t, 3> grid{static_cast<size_t>(s.k / kQuantBlock), static_cast<size_t>(s.n),
+                                   static_cast<size_t>(s.b2 * s.b3)};
+  if (grid[0] > 0) {
+    cl_kernel k = kernel_of(ctx, "mul_mat", "mul_mat_prepare_b");
+    set_args(ctx, k, bt.mem, bt.offset, bt.type, bt.ne, bt.nb, o.mem, q_off, d_off, mode);
+    launch(ctx, k, grid);
+  }
+  if (s.k % kQuantBlock != 0) {
+    TESSERA_ASSERT(mode == 0);
+    cl_kernel k = kernel_of(ctx, "mul_mat", "mul_mat_prepare_b_tail");
+    set_args(ctx, k, bt.mem, bt.offset, bt.type, bt.ne, bt.nb, o.mem, q_off);
+    launch(ctx, k, {static_cast<size_t>(s.k % kQuantBlock), grid[1], grid[2]});
+  }
+  return static_cast<size_t>(d_off - q_off);
+}
+
+// Weight rows [m0, m0 + rows) of weight batches [w0, w0 + nw) as f32 at `out`: rows contiguous, or
+// columns contiguous when `transposed` (see mul_mat_weights_f32).
+void weights_f32(const device::OpContext& ctx, const TensorArg& at, int64_t m0, int64_t rows, int64_t w0,
+                 int64_t nw, const ClAddress& out, bool transposed) {
+  const cl_long cm0 = m0, crows = rows, cw0 = w0;
+  const cl_int tr = transposed ? 1 : 0;
+  cl_kernel k = kernel_of(ctx, "mul_mat", "mul_mat_weights_f32");
+  set_args(ctx, k, at.mem, at.offset, at.scale_offset, at.type, at.ne, at.nb, cm0, crows, cw0, out.mem,
+           static_cast<cl_ulong>(out.offset), tr);
+  launch(ctx, k,
+         {static_cast<size_t>(rows), static_cast<size_t>((at.ne.s[0] + kQuantBlock - 1) / kQuantBlock),
+          static_cast<size_t>(nw)});
+}
+
+// ---------------------------------------------------------------- matrix-vector path
+
+void run_vec(const device::OpContext& ctx, Tensor& node, const Tensor& a, const Tensor& b, const Shape& s) {
+  const TensorArg d = tensor_arg(ctx, node);
+  const cl_long K = s.k, N = s.n, B2 = s.b2, r2 = s.r2, r3 = s.r3;
+  const std::array<size_t, 3> groups{static_cast<size_t>(s.m),
+                                     static_cast<size_t>((s.n + kVecColumns - 1) / kVecColumns),
+                                     static_cast<size_t>(s.b2 * s.b3)};
+  if (is_quantized(a.type)) {
+    const int64_t rows = s.n * s.b2 * s.b3;
+    device::Scratch bq(*ctx.pool, static_cast<size_t>(rows * s.k + rows * (s.k / kQuantBlock) * 2));
+    const size_t scales = prepare_b(ctx, b, s, bq, 1);
+    const ClAddress o = address_arg(ctx, bq.data(), bq.size());
+    const TensorArg at = tensor_arg(ctx, a);
+    const cl_ulong bq_off = o.offset, bd_off = o.offset + scales;
+    cl_kernel k = kernel_of(ctx, "mul_mat", a.type == DType::Q8_0 ? "mul_mat_vec_q8_0" : "mul_mat_vec_q4_0");
+    set_args(ctx, k, at.mem, at.offset, at.scale_offset, at.nb, o.mem, bq_off, bd_off, d.mem, d.offset, d.nb,
+             K, N, B2, r2, r3);
+    launch_groups(
+        ctx, k, groups,
+        group_size(ctx, k, std::min(kVecGroup, pow2_at_least(static_cast<size_t>(s.k / kQuantBlock)))));
+    return;
+  }
+  // Float weights: rows contiguous in dim 0 are read in place, others converted first.
+  TensorArg at = tensor_arg(ctx, a);
+  DType a_type = a.type;
+  device::Scratch a_conv;
+  if (a.nb[0] != traits(a.type).block_bytes) {
+    a_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.m * a.ne[2] * a.ne[3]) * sizeof(float));
+    const ClAddress o = address_arg(ctx, a_conv.data(), a_conv.size());
+    weights_f32(ctx, at, 0, s.m, 0, a.ne[2] * a.ne[3], o, false);
+    at.mem = o.mem;
+    at.offset = o.offset;
+    at.nb = f32_strides(s.k, s.m, a.ne[2]);
+    a_type = DType::F32;
+  }
+  TensorArg bt = tensor_arg(ctx, b);
+  device::Scratch b_conv;
+  if (b.type != DType::F32 || b.nb[0] != sizeof(float)) {
+    b_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.n * s.b2 * s.b3) * sizeof(float));
+    prepare_b(ctx, b, s, b_conv, 0);
+    const ClAddress o = address_arg(ctx, b_conv.data(), b_conv.size());
+    bt.mem = o.mem;
+    bt.offset = o.offset;
+    bt.nb = f32_strides(s.k, s.n, s.b2);
+  }
+  const char* name = a_type == DType::F32   ? "mul_mat_vec_f32"
+                     : a_type == DType::F16 ? "mul_mat_vec_f16"
+                                            : "mul_mat_vec_bf16";
+  cl_kernel k = kernel_of(ctx, "mul_mat", name);
+  set_args(ctx, k, at.mem, at.offset, at.nb, bt.mem, bt.offset, bt.nb, d.mem, d.offset, d.nb, K, N, B2, r2,
+           r3);
+  launch_groups(
+      ctx, k, groups,
+      group_size(ctx, k,
+                 std::min(kVecGroup, pow2_at_least(static_cast<size_t>(std::max<int64_t>(1, s.k / 16))))));
+}
+
+// ---------------------------------------------------------------- GEMM path (CLBlast)
+
+#ifdef TESSERA_HAVE_CLBLAST
+// C (m x n, column-major, ldc) = W B: W is m x k, stored as rows (k contiguous, `w_rows`) or as
+// columns (m contiguous, as the weight tiles are); B is k x n with k contiguous.
+void sgemm(const device::OpContext& ctx, int64_t m, int64_t n, int64_t k, cl_mem w, size_t w_off, size_t ldw,
+           bool w_rows, cl_mem b, size_t b_off, size_t ldb, cl_mem c, size_t c_off, size_t ldc) {
+  cl_command_queue queue = runtime_of(ctx).queue(*ctx.stream);
+  const CLBlastStatusCode st =
+      CLBlastSgemm(CLBlastLayoutColMajor, w_rows ? CLBlastTransposeYes : CLBlastTransposeNo,
+                   CLBlastTransposeNo, static_cast<size_t>(m), static_cast<size_t>(n), static_cast<size_t>(k),
+                   1.0f, w, w_off, ldw, b, b_off, ldb, 0.0f, c, c_off, ldc, &queue, nullptr);
+  if (st != CLBlastSuccess)
+    raise(ErrorCode::DeviceError, "{}: CLBlastSgemm (m={}, n={}, k={}) failed with status {}",
+          runtime_of(ctx).properties(ctx.device).name, m, n, k, static_cast<int>(st));
+}
+
+void run_gemm(const device::OpContext& ctx, Tensor& node, const Tensor& a, const Tensor& b, const Shape& s) {
+  const bool quant = is_quantized(a.type);
+  const TensorArg d = tensor_arg(ctx, node);
+  // b: in place when it is f32 with element-aligned rows (and no Q8_0 rounding is due).
+  TensorArg bt = tensor_arg(ctx, b);
+  device::Scratch b_conv;
+  const bool b_direct = !quant && b.type == DType::F32 && b.nb[0] == sizeof(float) && b.nb[1] % 4 == 0 &&
+                        b.nb[2] % 4 == 0 && b.nb[3] % 4 == 0 && bt.offset % 4 == 0;
+  if (!b_direct) {
+    b_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.n * s.b2 * s.b3) * sizeof(float));
+    prepare_b(ctx, b, s, b_conv, quant ? 2 : 0);
+    const ClAddress o = address_arg(ctx, b_conv.data(), b_conv.size());
+    bt.mem = o.mem;
+    bt.offset = o.offset;
+    bt.nb = f32_strides(s.k, s.n, s.b2);
+  }
+  // Weights: in place for f32 rows, else f32 tiles of up to kTileBytes.
+  const TensorArg at = tensor_arg(ctx, a);
+  const bool a_direct = a.type == DType::F32 && a.nb[0] == sizeof(float) && a.nb[1] % 4 == 0 &&
+                        a.nb[2] % 4 == 0 && a.nb[3] % 4 == 0 && at.offset % 4 == 0;
+  const int64_t tile_rows =
+      a_direct ? s.m
+               : std::clamp<int64_t>(
+                     static_cast<int64_t>(kTileBytes / (static_cast<size_t>(s.k) * sizeof(float))), 1, s.m);
+  device::Scratch tile;
+  ClAddress tile_at;
+  if (!a_direct) {
+    tile = device::Scratch(*ctx.pool, static_cast<size_t>(tile_rows * s.k) * sizeof(float));
+    tile_at = address_arg(ctx, tile.data(), tile.size());
+  }
+  const size_t ldb = bt.nb.s[1] / 4, ldc = d.nb.s[1] / 4;
+  for (int64_t w3 = 0; w3 < a.ne[3]; ++w3) {
+    for (int64_t w2 = 0; w2 < a.ne[2]; ++w2) {
+      for (int64_t m0 = 0; m0 < s.m; m0 += tile_rows) {
+        const int64_t mc = std::min(tile_rows, s.m - m0);
+        cl_mem a_mem;
+        size_t a_off, lda;
+        if (a_direct) {
+          a_mem = at.mem;
+          a_off = (at.offset + static_cast<size_t>(m0) * a.nb[1] + static_cast<size_t>(w2) * a.nb[2] +
+                   static_cast<size_t>(w3) * a.nb[3]) /
+                  4;
+          lda = a.nb[1] / 4;
+        } else {
+          weights_f32(ctx, at, m0, mc, w2 + a.ne[2] * w3, 1, tile_at, true);
+          a_mem = tile_at.mem;
+          a_off = tile_at.offset / 4;
+          lda = static_cast<size_t>(mc);
+        }
+        // Every batch of b that this weight batch serves.
+        for (int64_t i3 = w3 * s.r3; i3 < (w3 + 1) * s.r3; ++i3) {
+          for (int64_t i2 = w2 * s.r2; i2 < (w2 + 1) * s.r2; ++i2) {
+            const size_t b_off =
+                (bt.offset + static_cast<size_t>(i2) * bt.nb.s[2] + static_cast<size_t>(i3) * bt.nb.s[3]) / 4;
+            const size_t c_off = (d.offset + static_cast<size_t>(m0) * d.nb.s[0] +
+                                  static_cast<size_t>(i2) * d.nb.s[2] + static_cast<size_t>(i3) * d.nb.s[3]) /
+                                 4;
+            sgemm(ctx, mc, s.n, s.k, a_mem, a_off, lda, a_direct, bt.mem, b_off, ldb, d.mem, c_off, ldc);
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
+void run_mul_mat(const device::OpContext& ctx, Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const Shape s{a.ne[0], a.ne[1], b.ne[1], b.ne[2], b.ne[3], b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
+  if (node.nelements() == 0) return;
+  if (s.k == 0) {
+    ctx.runtime->fill_async(*ctx.stream, node.data, 0, node.nbytes());
+    return;
+  }
+#ifdef TESSERA_HAVE_CLBLAST
+  if (s.n >= gemm_min_columns(a.type)) return run_gemm(ctx, node, a, b, s);
+#endif
+  run_vec(ctx, node, a, b, s);
+}
+
+}  // namespace
+
+void register_mul_mat(device::OpLibrary& lib) { lib.set(Op::MulMat, {&supports_mul_mat, &run_mul_mat}); }
+
+}  // namespace tessera::opencl

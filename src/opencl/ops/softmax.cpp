@@ -1,0 +1,76 @@
+// SOFT_MAX (optional F16/F32 mask tiled over dims 2-3, scale, ALiBi) and DIAG_MASK_INF on OpenCL
+// (kernels/softmax.cl). Any source strides; SOFT_MAX runs a work-group per row.
+#include <cmath>
+
+#include "core/check.h"
+#include "opencl/oplib.h"
+#include "opencl/ops/group_launch.h"
+
+namespace tessera::opencl {
+namespace {
+
+bool supports_soft_max(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  const Tensor* mask = node.src[1];
+  if (a == nullptr || a->type != DType::F32 || node.type != DType::F32 || !node.same_shape(*a)) return false;
+  if (mask == nullptr) return true;
+  return (mask->type == DType::F32 || mask->type == DType::F16) && mask->ne[0] == a->ne[0] &&
+         mask->ne[1] >= a->ne[1] && mask->ne[2] > 0 && mask->ne[3] > 0 && a->ne[2] % mask->ne[2] == 0 &&
+         a->ne[3] % mask->ne[3] == 0;
+}
+
+void run_soft_max(const device::OpContext& ctx, Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const Tensor* mask = node.src[1];
+  if (node.nelements() == 0) return;
+  const TensorArg s = tensor_arg(ctx, a);
+  const TensorArg d = tensor_arg(ctx, node);
+  TensorArg m;
+  cl_int mask_type = -1;
+  if (mask != nullptr) {
+    m = tensor_arg(ctx, *mask);
+    mask_type = m.type;
+  } else {
+    m.mem = s.mem;  // never read; a valid buffer keeps every driver happy
+    m.ne = {{1, 1, 1, 1}};
+  }
+  const float scale = node.param_f(0), max_bias = node.param_f(1);
+  // The ALiBi bases, exactly as the CPU computes them (f32).
+  const auto n_head_log2 = int64_t{1}
+                           << static_cast<int>(std::floor(std::log2(static_cast<double>(a.ne[2]))));
+  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n_head_log2));
+  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n_head_log2));
+  const cl_long ne0 = a.ne[0], mne2 = m.ne.s[2], mne3 = m.ne.s[3], nhl = n_head_log2;
+  cl_kernel k = kernel_of(ctx, "softmax", "soft_max");
+  set_args(ctx, k, s.mem, s.offset, ne0, s.nb, m.mem, m.offset, mask_type, mne2, mne3, m.nb, d.mem, d.offset,
+           d.nb, scale, max_bias, m0, m1, nhl);
+  launch_groups(ctx, k,
+                {static_cast<size_t>(a.ne[1]), static_cast<size_t>(a.ne[2]), static_cast<size_t>(a.ne[3])},
+                group_size(ctx, k, pow2_at_least(static_cast<size_t>(ne0))));
+}
+
+bool supports_diag_mask_inf(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  return a != nullptr && a->type == DType::F32 && node.type == DType::F32 && node.same_shape(*a);
+}
+
+void run_diag_mask_inf(const device::OpContext& ctx, Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const TensorArg s = tensor_arg(ctx, a);
+  const TensorArg d = tensor_arg(ctx, node);
+  const cl_long n_past = node.param_i(0);
+  cl_kernel k = kernel_of(ctx, "softmax", "diag_mask_inf");
+  set_args(ctx, k, s.mem, s.offset, s.ne, s.nb, d.mem, d.offset, d.nb, n_past);
+  launch(
+      ctx, k,
+      {static_cast<size_t>(a.ne[0]), static_cast<size_t>(a.ne[1]), static_cast<size_t>(a.ne[2] * a.ne[3])});
+}
+
+}  // namespace
+
+void register_softmax(device::OpLibrary& lib) {
+  lib.set(Op::SoftMax, {&supports_soft_max, &run_soft_max});
+  lib.set(Op::DiagMaskInf, {&supports_diag_mask_inf, &run_diag_mask_inf});
+}
+
+}  // namespace tessera::opencl
