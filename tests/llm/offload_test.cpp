@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "support/cli.h"
 #include "tessera/device.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
@@ -78,29 +79,16 @@ INSTANTIATE_TEST_SUITE_P(Layers, Offload, testing::Values(2, 5, 99));
 
 TEST(OffloadCli, NglWithoutDevicesWarnsThenRunsOnTheCpu) {
   // Hide every OpenCL device: -ngl must warn and fall back to the CPU, not fail.
-  const std::string cmd = std::string("TESSERA_OPENCL_DEVICES=no-such-device ") + TESSERA_CLI + " run -m " +
-                          kModel + " -p 'Once upon a time' -n 8 --temp 0 -ngl 5 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), static_cast<int>(buf.size()), p) != nullptr) out += buf.data();
-  const int status = pclose(p);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
-  EXPECT_NE(out.find("warning"), std::string::npos) << out;
-  EXPECT_NE(out.find("CPU"), std::string::npos) << out;
-  EXPECT_NE(out.find("Once upon a time, there was a little girl"), std::string::npos) << out;
+  const auto r = testing_support::run_cli("run -m " + kModel + " -p 'Once upon a time' -n 8 --temp 0 -ngl 5",
+                                          "TESSERA_OPENCL_DEVICES=no-such-device");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CPU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Once upon a time, there was a little girl"), std::string::npos) << r.out;
 }
 
 TEST(OffloadCli, UnknownDeviceIsAnError) {
-  const std::string cmd =
-      std::string(TESSERA_CLI) + " run -m " + kModel + " -p hi -n 2 -ngl 2 --device NoSuchDevice 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), static_cast<int>(buf.size()), p) != nullptr) out += buf.data();
-  const int status = pclose(p);
-  EXPECT_NE(WEXITSTATUS(status), 0) << out;
-  EXPECT_NE(out.find("NoSuchDevice"), std::string::npos) << out;
+  const auto r = testing_support::run_cli("run -m " + kModel + " -p hi -n 2 -ngl 2 --device NoSuchDevice");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("NoSuchDevice"), std::string::npos) << r.out;
 }

@@ -1,4 +1,6 @@
 // The `tessera` program: the LLM commands, their output formats and their errors.
+#include "support/cli.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -13,48 +15,36 @@ namespace {
 const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
 const std::string kVocab = std::string(TESSERA_SHARED_DIR) + "/vocab/ggml-vocab-llama-spm.gguf";
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using tessera::testing_support::CliResult;
 
-Result tessera(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return {-1, "popen failed"};
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), static_cast<int>(buf.size()), p) != nullptr) out += buf.data();
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+CliResult cli(const std::string& args) { return tessera::testing_support::run_cli(args); }
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
 }  // namespace
 
 TEST(Cli, VersionAndHelp) {
-  auto r = tessera("--version");
+  auto r = cli("--version");
   EXPECT_EQ(r.code, 0);
   EXPECT_TRUE(contains(r.out, "tessera 0.")) << r.out;
-  r = tessera("--help");
+  r = cli("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* cmd : {"devices", "run", "bench", "tokenize", "logits", "test-ops", "gguf"})
     EXPECT_TRUE(contains(r.out, cmd)) << cmd << "\n" << r.out;
 }
 
 TEST(Cli, UnknownCommandsAndFlagsFail) {
-  auto r = tessera("frobnicate");
+  auto r = cli("frobnicate");
   EXPECT_NE(r.code, 0) << r.out;
-  r = tessera("devices --frobnicate");
+  r = cli("devices --frobnicate");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "frobnicate")) << r.out;
-  r = tessera("run -m " + kModel + " -p hi --temp banana");
+  r = cli("run -m " + kModel + " -p hi --temp banana");
   EXPECT_NE(r.code, 0) << r.out;
 }
 
 TEST(Cli, RunPrintsTheGreedyStoryAndTimings) {
-  const auto r = tessera("run -m " + kModel + " -p 'Once upon a time' -n 40 --temp 0 -t 2");
+  const auto r = cli("run -m " + kModel + " -p 'Once upon a time' -n 40 --temp 0 -t 2");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out,
                        "Once upon a time, there was a little girl named Lily. She loved to play outside in "
@@ -66,33 +56,33 @@ TEST(Cli, RunPrintsTheGreedyStoryAndTimings) {
 }
 
 TEST(Cli, RunRejectsBadInput) {
-  auto r = tessera("run -m /nonexistent.gguf -p hi");
+  auto r = cli("run -m /nonexistent.gguf -p hi");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(contains(r.out, "tessera: error:")) << r.out;
   EXPECT_TRUE(contains(r.out, "/nonexistent.gguf")) << r.out;
   // Not a GGUF file.
-  r = tessera("run -m " + std::string(TESSERA_SHARED_DIR) + "/models/README.md -p hi");
+  r = cli("run -m " + std::string(TESSERA_SHARED_DIR) + "/models/README.md -p hi");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(contains(r.out, "tessera: error:")) << r.out;
   // A vocabulary-only file has no weights.
-  r = tessera("run -m " + kVocab + " -p hi");
+  r = cli("run -m " + kVocab + " -p hi");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(contains(r.out, "tessera: error:")) << r.out;
   // A prompt longer than the context.
-  r = tessera("run -m " + kModel + " -p 'Once upon a time there was a big dog' -c 4");
+  r = cli("run -m " + kModel + " -p 'Once upon a time there was a big dog' -c 4");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(contains(r.out, "context")) << r.out;
 }
 
 TEST(Cli, TokenizeMatchesLlamaCpp) {
-  const auto r = tessera("tokenize -m " + kVocab + " -p 'Hello, world!'");
+  const auto r = cli("tokenize -m " + kVocab + " -p 'Hello, world!'");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out, "1 15043 29892 3186 29991\n");
 }
 
 TEST(Cli, LogitsWritesEveryPosition) {
   const std::string out = testing::TempDir() + "/logits.bin";
-  const auto r = tessera("logits -m " + kModel + " --tokens '1 403 407 261' -o " + out + " -t 1");
+  const auto r = cli("logits -m " + kModel + " --tokens '1 403 407 261' -o " + out + " -t 1");
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream f(out, std::ios::binary | std::ios::ate);
   ASSERT_TRUE(f.good());
@@ -107,17 +97,17 @@ TEST(Cli, LogitsWritesEveryPosition) {
   for (int i = 1; i < 512; ++i)
     if (last[i] > last[best]) best = i;
   EXPECT_EQ(best, 378);
-  EXPECT_NE(tessera("logits -m " + kModel + " --tokens '1 x' -o " + out).code, 0);
-  EXPECT_NE(tessera("logits -m " + kModel + " --tokens '1 99999' -o " + out).code, 0);
+  EXPECT_NE(cli("logits -m " + kModel + " --tokens '1 x' -o " + out).code, 0);
+  EXPECT_NE(cli("logits -m " + kModel + " --tokens '1 99999' -o " + out).code, 0);
 }
 
 TEST(Cli, BenchReportsPromptAndGenerationSpeed) {
-  auto r = tessera("bench -m " + kModel + " -p 16 -n 4 -r 2 -t 1 -o json --n-gpu-layers 0");
+  auto r = cli("bench -m " + kModel + " -p 16 -n 4 -r 2 -t 1 -o json --n-gpu-layers 0");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "\"test\": \"pp16\"")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"test\": \"tg4\"")) << r.out;
-  r = tessera("bench -p 8 -n 2 -r 1 -t 1 --type q8_0 --n-gpu-layers 0");  // the built-in synthetic model
+  r = cli("bench -p 8 -n 2 -r 1 -t 1 --type q8_0 --n-gpu-layers 0");  // the built-in synthetic model
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "| synthetic-250M q8_0 | CPU |")) << r.out;
-  EXPECT_NE(tessera("bench --type q5_k").code, 0);
+  EXPECT_NE(cli("bench --type q5_k").code, 0);
 }
