@@ -106,3 +106,11 @@ TEST(OpenClSumRows, LongRowMatchesADoubleSum) {
     }
   }
 }
+
+TEST(OpenClSumRows, EmptyRowsSumToZero) {
+  const auto got = test::run_on_device(0, [](Context& ctx) {
+    Tensor* a = ctx.new_tensor(DType::F32, 0, 3);
+    return test::DeviceGraph{{{a, {}}}, ops::sum_rows(ctx, a)};
+  });
+  EXPECT_EQ(got, (std::vector<float>{0.0f, 0.0f, 0.0f}));
+}

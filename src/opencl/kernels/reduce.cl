@@ -1,4 +1,5 @@
-// SUM_ROWS and ARGSORT: one work-group per row (grid (group size, rows)).
+// SUM_ROWS and ARGSORT. Rows run along dim 0 (one work-group per row, or flat indices): GPUs cap the
+// grid's other dims far lower (65535 on NVIDIA).
 
 // Row r's first byte for a tensor of shape ne and strides nb (r counts rows in logical order).
 inline ulong row_offset(long r, long4 ne, ulong4 nb) {
@@ -14,7 +15,7 @@ kernel void sum_rows_op(global const char* a, ulong a_off, long4 ane, ulong4 anb
                         ulong dst_off, long4 dne, ulong4 dnb) {
   local float partial[SUM_MAX_GROUP];
   const int lid = get_local_id(0), group = get_local_size(0);
-  const long r = get_global_id(1);
+  const long r = get_group_id(0);
   global const char* row = a + a_off + row_offset(r, ane, anb);
   float sum = 0.0f, comp = 0.0f;  // Kahan: comp holds the low bits lost so far
   for (long i = lid; i < ane.s0; i += group) {
@@ -51,7 +52,7 @@ inline int bitonic_first(int t, int j) { return ((t & ~(j - 1)) << 1) | (t & (j 
 kernel void argsort_local(global const char* a, ulong a_off, long4 ane, ulong4 anb, global char* dst,
                           ulong dst_off, ulong4 dnb, int n2, int desc, local float* vals, local int* idx) {
   const int lid = get_local_id(0), group = get_local_size(0);
-  const long r = get_global_id(1);
+  const long r = get_group_id(0);
   const int n = (int)ane.s0;
   global const char* row = a + a_off + row_offset(r, ane, anb);
   for (int i = lid; i < n2; i += group) {
@@ -79,39 +80,42 @@ kernel void argsort_local(global const char* a, ulong a_off, long4 ane, ulong4 a
   for (int i = lid; i < n; i += group) *(global int*)(out + i * dnb.s0) = idx[i];
 }
 
-// Longer rows: the same network in global scratch (idx: n2 ints per row), one launch per stage.
-kernel void argsort_init(global int* idx, ulong idx_off, int n2) {
-  const int i = get_global_id(0);
-  if (i >= n2) return;
-  const long r = get_global_id(1);
-  ((global int*)((global char*)idx + idx_off))[r * n2 + i] = i;
+// Longer rows: the same network in global scratch (idx: n2 ints per row), one launch per stage,
+// over flat indices l (n counts them).
+kernel void argsort_init(global int* idx, ulong idx_off, int n2, long n) {
+  const long l = get_global_id(0);
+  if (l >= n) return;
+  ((global int*)((global char*)idx + idx_off))[l] = (int)(l & (n2 - 1));  // n2 is a power of two
 }
 
+// l = row * (n2 / 2) + t: work t of stage (k, j) in that row.
 kernel void argsort_step(global const char* a, ulong a_off, long4 ane, ulong4 anb, global int* idx,
-                         ulong idx_off, int n2, int k, int j, int desc) {
-  const int t = get_global_id(0);
-  if (t >= n2 / 2) return;
-  const long r = get_global_id(1);
-  const int n = (int)ane.s0;
+                         ulong idx_off, int n2, int k, int j, int desc, long n) {
+  const long l = get_global_id(0);
+  if (l >= n) return;
+  const long r = l / (n2 / 2);
+  const int t = (int)(l - r * (n2 / 2));
+  const int len = (int)ane.s0;
   global const char* row = a + a_off + row_offset(r, ane, anb);
   global int* x = (global int*)((global char*)idx + idx_off) + r * n2;
   const int i = bitonic_first(t, j), p = i + j;
   const int xi = x[i], xp = x[p];
-  const float vi = xi < n ? *(global const float*)(row + xi * anb.s0) : 0.0f;
-  const float vp = xp < n ? *(global const float*)(row + xp * anb.s0) : 0.0f;
+  const float vi = xi < len ? *(global const float*)(row + xi * anb.s0) : 0.0f;
+  const float vp = xp < len ? *(global const float*)(row + xp * anb.s0) : 0.0f;
   const bool up = (i & k) == 0;
-  const bool swap = up ? sorts_before(vp, xp, vi, xi, n, desc) : sorts_before(vi, xi, vp, xp, n, desc);
+  const bool swap = up ? sorts_before(vp, xp, vi, xi, len, desc) : sorts_before(vi, xi, vp, xp, len, desc);
   if (swap) {
     x[i] = xp;
     x[p] = xi;
   }
 }
 
+// l = row * ne0 + i: the first ne0 sorted indices of each row (padding sorted last).
 kernel void argsort_write(global const int* idx, ulong idx_off, int n2, long4 dne, global char* dst,
-                          ulong dst_off, ulong4 dnb) {
-  const int i = get_global_id(0);
-  if (i >= dne.s0) return;
-  const long r = get_global_id(1);
+                          ulong dst_off, ulong4 dnb, long n) {
+  const long l = get_global_id(0);
+  if (l >= n) return;
+  const long r = l / dne.s0, i = l - r * dne.s0;
   const int v = ((global const int*)((global const char*)idx + idx_off))[r * n2 + i];
   *(global int*)(dst + dst_off + row_offset(r, dne, dnb) + i * dnb.s0) = v;
 }

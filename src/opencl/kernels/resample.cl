@@ -78,13 +78,14 @@ kernel void arange_op(global float* dst, ulong dst_off, float start, float step,
   ((global float*)((global char*)dst + dst_off))[i] = start + (float)i * step;
 }
 
-// dst [dim, N]: cos(t f_j) for j < half, sin(t f_j) at j + half, 0 in the last column of an odd dim;
-// f_j = exp(neg_log_period * j / half). Grid (dim, N).
+// dst [dim, N]: cos(t f_j) for j < half, sin(t f_j) at j + half, 0 in the last column of an odd
+// dim; f_j = exp(neg_log_period * j / half). Flat index l = i * dim + j over n = N * dim.
 kernel void timestep_embedding_op(global const char* t, ulong t_off, ulong t_nb0, global char* dst,
-                                  ulong dst_off, ulong dst_nb1, int dim, float neg_log_period) {
-  const int j = get_global_id(0);
-  if (j >= dim) return;
-  const long i = get_global_id(1);
+                                  ulong dst_off, ulong dst_nb1, int dim, float neg_log_period, long n) {
+  const long l = get_global_id(0);
+  if (l >= n) return;
+  const long i = l / dim;
+  const int j = (int)(l - i * dim);
   global float* out = (global float*)(dst + dst_off + i * dst_nb1);
   const int half_dim = dim / 2;
   if (j >= 2 * half_dim) {

@@ -12,7 +12,9 @@ bool float_type(DType t) { return t == DType::F32 || t == DType::F16; }
 bool supports_im2col(const Tensor& node) {
   const Tensor* kernel = node.src[0];
   const Tensor* in = node.src[1];
-  if (kernel == nullptr || in == nullptr || !float_type(in->type) || !float_type(node.type)) return false;
+  if (kernel == nullptr || in == nullptr || !float_type(in->type) || !float_type(node.type) ||
+      in->nelements() == 0)
+    return false;
   const bool is_2d = node.param_i(6) != 0;
   const int64_t kw = kernel->ne[0], kh = is_2d ? kernel->ne[1] : 1;
   const int64_t ic = is_2d ? in->ne[2] : in->ne[1];
@@ -47,7 +49,7 @@ void run_im2col(const device::OpContext& ctx, Tensor& node) {
 
 bool supports_pool_2d(const Tensor& node) {
   const Tensor* a = node.src[0];
-  if (a == nullptr || !float_type(a->type) || node.type != DType::F32) return false;
+  if (a == nullptr || !float_type(a->type) || node.type != DType::F32 || a->nelements() == 0) return false;
   const int32_t op = node.param_i(0);
   if (op != static_cast<int32_t>(PoolOp::Max) && op != static_cast<int32_t>(PoolOp::Avg)) return false;
   for (int i = 1; i <= 4; ++i)

@@ -26,13 +26,12 @@ size_t group_size(const device::OpContext& ctx, cl_kernel k, size_t limit) {
   return g;
 }
 
-// Enqueues k with work-groups of `group` items along dim 0 (one group per dim-0 slot) over rows.
+// Enqueues k as `rows` work-groups of `group` items along dim 0 (group id = row).
 void launch_groups(const device::OpContext& ctx, cl_kernel k, size_t group, size_t rows) {
   if (rows == 0) return;
   OpenClRuntime& rt = runtime_of(ctx);
-  const size_t global[2] = {group, rows};
-  const size_t local[2] = {group, 1};
-  check(clEnqueueNDRangeKernel(rt.queue(*ctx.stream), k, 2, nullptr, global, local, 0, nullptr, nullptr),
+  const size_t global = group * rows;
+  check(clEnqueueNDRangeKernel(rt.queue(*ctx.stream), k, 1, nullptr, &global, &group, 0, nullptr, nullptr),
         rt.properties(ctx.device).name, "clEnqueueNDRangeKernel");
 }
 
@@ -44,11 +43,18 @@ bool supports_sum_rows(const Tensor& node) {
 
 void run_sum_rows(const device::OpContext& ctx, Tensor& node) {
   const Tensor& a = *node.src[0];
+  if (a.ne[0] == 0) {  // empty rows sum to 0 (and an empty source may have no device address)
+    ctx.runtime->fill_async(*ctx.stream, node.data, 0, node.nbytes());
+    return;
+  }
   const TensorArg ta = tensor_arg(ctx, a);
   const TensorArg td = tensor_arg(ctx, node);
   cl_kernel k = kernel_of(ctx, kLayoutProgram, "sum_rows_op");
   set_args(ctx, k, ta.mem, ta.offset, ta.ne, ta.nb, td.mem, td.offset, td.ne, td.nb);
-  launch_groups(ctx, k, group_size(ctx, k, kMaxGroup), static_cast<size_t>(a.nrows()));
+  // Short rows get small groups (no idle work-items); long rows kMaxGroup.
+  size_t want = 1;
+  while (want < kMaxGroup && static_cast<int64_t>(want) < a.ne[0]) want *= 2;
+  launch_groups(ctx, k, group_size(ctx, k, want), static_cast<size_t>(a.nrows()));
 }
 
 bool supports_argsort(const Tensor& node) {
@@ -78,10 +84,10 @@ void run_argsort(const device::OpContext& ctx, Tensor& node) {
   if (padded <= kLocalSortMax && sort_bytes + 1024 <= local_mem) {
     cl_kernel k = kernel_of(ctx, kLayoutProgram, "argsort_local");
     set_args(ctx, k, ta.mem, ta.offset, ta.ne, ta.nb, td.mem, td.offset, td.nb, n2, desc);
-    const size_t half = static_cast<size_t>(padded) * sizeof(cl_float);
+    const size_t array_bytes = static_cast<size_t>(padded) * sizeof(cl_float);  // vals and idx each
     const std::string where = runtime_of(ctx).properties(ctx.device).name;
-    check(clSetKernelArg(k, 9, half, nullptr), where, "clSetKernelArg");
-    check(clSetKernelArg(k, 10, half, nullptr), where, "clSetKernelArg");
+    check(clSetKernelArg(k, 9, array_bytes, nullptr), where, "clSetKernelArg");
+    check(clSetKernelArg(k, 10, array_bytes, nullptr), where, "clSetKernelArg");
     launch_groups(ctx, k, group_size(ctx, k, std::min<size_t>(kMaxGroup, std::max<int64_t>(1, padded / 2))),
                   rows);
     return;
@@ -91,19 +97,22 @@ void run_argsort(const device::OpContext& ctx, Tensor& node) {
   device::Scratch scratch(*ctx.pool, rows * static_cast<size_t>(padded) * sizeof(cl_int));
   const ClAddress idx = address_arg(ctx, scratch.data(), scratch.size());
   const cl_ulong idx_off = idx.offset;
+  const cl_long n_init = static_cast<cl_long>(rows) * padded;
   cl_kernel init = kernel_of(ctx, kLayoutProgram, "argsort_init");
-  set_args(ctx, init, idx.mem, idx_off, n2);
-  launch(ctx, init, {static_cast<size_t>(padded), rows, 1});
+  set_args(ctx, init, idx.mem, idx_off, n2, n_init);
+  launch(ctx, init, {static_cast<size_t>(n_init), 1, 1});
+  const cl_long n_step = static_cast<cl_long>(rows) * (padded / 2);
   cl_kernel step = kernel_of(ctx, kLayoutProgram, "argsort_step");
   for (cl_int k = 2; k <= n2; k <<= 1) {
     for (cl_int j = k >> 1; j > 0; j >>= 1) {
-      set_args(ctx, step, ta.mem, ta.offset, ta.ne, ta.nb, idx.mem, idx_off, n2, k, j, desc);
-      launch(ctx, step, {static_cast<size_t>(padded / 2), rows, 1});
+      set_args(ctx, step, ta.mem, ta.offset, ta.ne, ta.nb, idx.mem, idx_off, n2, k, j, desc, n_step);
+      launch(ctx, step, {static_cast<size_t>(n_step), 1, 1});
     }
   }
+  const cl_long n_write = a.nelements();
   cl_kernel write = kernel_of(ctx, kLayoutProgram, "argsort_write");
-  set_args(ctx, write, idx.mem, idx_off, n2, td.ne, td.mem, td.offset, td.nb);
-  launch(ctx, write, {static_cast<size_t>(a.ne[0]), rows, 1});
+  set_args(ctx, write, idx.mem, idx_off, n2, td.ne, td.mem, td.offset, td.nb, n_write);
+  launch(ctx, write, {static_cast<size_t>(n_write), 1, 1});
 }
 
 }  // namespace

@@ -90,9 +90,10 @@ void run_timestep_embedding(const device::OpContext& ctx, Tensor& node) {
   const cl_int dim = node.param_i(0);
   // -log(max_period) in f32, as the CPU computes it.
   const cl_float neg_log_period = -std::log(static_cast<float>(node.param_i(1)));
+  const cl_long n = node.nelements();
   cl_kernel k = kernel_of(ctx, kLayoutProgram, "timestep_embedding_op");
-  set_args(ctx, k, tt.mem, tt.offset, tt.nb.s[0], td.mem, td.offset, td.nb.s[1], dim, neg_log_period);
-  launch(ctx, k, {static_cast<size_t>(dim), static_cast<size_t>(node.ne[1]), 1});
+  set_args(ctx, k, tt.mem, tt.offset, tt.nb.s[0], td.mem, td.offset, td.nb.s[1], dim, neg_log_period, n);
+  launch(ctx, k, {static_cast<size_t>(n), 1, 1});
 }
 
 }  // namespace

@@ -46,8 +46,9 @@ void run_concat(const device::OpContext& ctx, Tensor& node) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const cl_int dim = node.param_i(0);
-  const TensorArg ta = tensor_arg(ctx, a);
-  const TensorArg tb = tensor_arg(ctx, b);
+  // An empty side is never read (and may have no device address): the other stands in for it.
+  const TensorArg ta = tensor_arg(ctx, a.nelements() > 0 ? a : b);
+  const TensorArg tb = tensor_arg(ctx, b.nelements() > 0 ? b : a);
   const TensorArg td = tensor_arg(ctx, node);
   const cl_long n = node.nelements();
   const cl_long a_len = a.ne[static_cast<size_t>(dim)];
