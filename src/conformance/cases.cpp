@@ -436,11 +436,11 @@ void mul_mat_family(std::vector<std::unique_ptr<Case>>& out) {
       for (int r3 : {1, 2}) mm(ta, 64, 16, 7, {1, 1, 2, 1}, {1, 1, 2 * r2, r3}, false);
     mm(ta, 64, 10, 6, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
     mm(ta, 64, 10, 1, {1, 1, 3, 1}, {1, 1, 3, 1}, true);
-    // Batches wide enough for a device's GEMM path (OpenCL switches at N = 12..192), stretched and
+    // Batches wide enough for a device's GEMM path (OpenCL switches at N = 96..512), stretched and
     // permuted; and f16 b on both sides of the switch.
-    mm(ta, 64, 16, 300, {1, 1, 2, 1}, {1, 1, 4, 2}, false);
-    mm(ta, 96, 10, 300, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
-    for (int64_t n : {1, 7, 300}) mm(ta, 64, 12, n, {1, 1, 1, 1}, {1, 1, 1, 1}, false, DType::F16);
+    mm(ta, 64, 16, 520, {1, 1, 2, 1}, {1, 1, 4, 2}, false);
+    mm(ta, 96, 10, 520, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
+    for (int64_t n : {1, 7, 520}) mm(ta, 64, 12, n, {1, 1, 1, 1}, {1, 1, 1, 1}, false, DType::F16);
     mm(ta, 64, 12, 5, {1, 1, 2, 1}, {1, 1, 2, 1}, true, DType::F16);
   }
 }

@@ -31,14 +31,20 @@ constexpr size_t kTileBytes = 32u << 20;  // f32 weight tile converted for one G
 
 // Columns of b (N) from which the GEMM path beats the matrix-vector kernels, by weight type: f32
 // weights go to SGEMM in place; f16/bf16 weights are converted to f32 first; quantized weights
-// are converted too and lose the integer Q8_0 dot products. Measured on PoCL 3.1 (two pthread
-// devices on 2 shared AMD EPYC cores), K = M = 4096, ms per MUL_MAT, matrix-vector / GEMM:
-//   MEASUREMENTS
-// TESSERA_OPENCL_GEMM_MIN_N=<n> overrides all three (0 or a huge value forces one path), for
-// tuning on other devices.
-constexpr int64_t kGemmMinColumnsF32 = 12;
-constexpr int64_t kGemmMinColumnsF16 = 48;
-constexpr int64_t kGemmMinColumnsQuant = 192;
+// are converted too and give up the integer Q8_0 dot products. Measured on PoCL 3.1 (OpenCL0 of
+// two pthread devices, 2 AMD EPYC cores shared with other jobs, so +-20% noise), K = M = 4096,
+// ms per MUL_MAT, matrix-vector / GEMM:
+//   f32:  N=8 90/224, N=16 185/210, N=32 468/700, N=48 654/732, N=64 815/862, N=128 1509/1386
+//   f16:  N=16 272/459, N=32 472/1197, N=64 1067/1716, N=96 1147/1146, N=128 1500/1365
+//   q8_0: N=64 716/1242, N=128 1424/1758, N=256 2120/2359, N=512 3870/4813
+//   q4_0: N=64 656/1493, N=256 2139/2400, N=384 3595/3583, N=512 4196/3964
+// CLBlast pads N up to its tile width, so its cost is flat up to N = 32..64, and on PoCL it runs
+// at about the matrix-vector kernels' rate per column; the switch sits where the GEMM path starts
+// to win. GPUs will want much lower values: TESSERA_OPENCL_GEMM_MIN_N=<n> overrides all three
+// (0 or a huge value forces one path).
+constexpr int64_t kGemmMinColumnsF32 = 96;
+constexpr int64_t kGemmMinColumnsF16 = 128;
+constexpr int64_t kGemmMinColumnsQuant = 512;
 
 int64_t gemm_min_columns(DType weights) {
   if (const char* env = std::getenv("TESSERA_OPENCL_GEMM_MIN_N"); env != nullptr && *env != '\0') {
