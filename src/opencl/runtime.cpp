@@ -118,6 +118,7 @@ void CL_CALLBACK run_host_job(cl_event event, cl_int status, void* data) {
       job->errors->set(std::current_exception());
     }
   }
+  job->fn = nullptr;  // its captures go before anyone waiting on the stream resumes
   clSetUserEventStatus(job->done, CL_COMPLETE);
   clReleaseEvent(job->done);
   clReleaseEvent(event);

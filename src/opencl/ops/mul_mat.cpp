@@ -11,7 +11,6 @@
 //    Q8_0 first, so both paths compute the same products.
 #include <algorithm>
 #include <cstdlib>
-#include <string>
 
 #include "core/check.h"
 #include "opencl/oplib.h"
