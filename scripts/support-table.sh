@@ -12,7 +12,7 @@ tables = sys.argv[1].strip()
 readme = open("README.md").read()
 begin, end = "<!-- support-table:begin -->", "<!-- support-table:end -->"
 new = f"{begin}\n{tables}\n{end}"
-readme, n = re.subn(re.escape(begin) + ".*?" + re.escape(end), new, readme, flags=re.S)
+readme, n = re.subn(re.escape(begin) + ".*?" + re.escape(end), lambda m: new, readme, flags=re.S)
 if n != 1:
     sys.exit("README.md has no support-table markers")
 open("README.md", "w").write(readme)

@@ -235,7 +235,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   m->file_ = std::make_unique<gguf::File>(gguf::File::open(path));
   const gguf::File& f = *m->file_;
   m->hparams_ = read_hparams(f);
-  const Hparams& h = m->hparams_;
   m->resolve_device(options);
 
   // Every tensor the graph needs must exist with the expected shape and a supported type.
