@@ -19,7 +19,7 @@ struct ComputeContext {
   ThreadPool* pool = nullptr;  // nullptr = run on the caller only
   int n_threads = 1;
   KernelSet kernels = KernelSet::Reference;
-  std::vector<char>* scratch = nullptr;  // per-backend work memory, reused across nodes
+  std::vector<char>* scratch = nullptr;       // per-backend work memory, reused across nodes
   device::HostScratchArena* arena = nullptr;  // preferred when set: grows in place (VMM pool)
 
   // Splits [0, n) into n_threads contiguous chunks and runs fn(begin, end) for each in parallel.

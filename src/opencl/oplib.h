@@ -22,13 +22,14 @@ void register_get_rows(device::OpLibrary& lib);  // GET_ROWS           (ops/get_
 void register_binary(device::OpLibrary& lib);    // ADD, MUL, DIV, ACC (ops/binary.cpp)
 void register_unary(device::OpLibrary& lib);     // UNARY, LEAKY_RELU, SCALE, SQR, CLAMP (ops/unary.cpp)
 void register_shape(device::OpLibrary& lib);     // REPEAT, CONCAT (ops/shape.cpp)
-void register_resample(device::OpLibrary& lib);  // UPSCALE, PAD, ARANGE, TIMESTEP_EMBEDDING (ops/resample.cpp)
-void register_conv(device::OpLibrary& lib);      // IM2COL, POOL_2D (ops/conv.cpp)
-void register_reduce(device::OpLibrary& lib);    // SUM_ROWS, ARGSORT (ops/reduce.cpp)
-void register_norm(device::OpLibrary& lib);      // NORM, RMS_NORM, GROUP_NORM (ops/norm.cpp)
-void register_softmax(device::OpLibrary& lib);   // SOFT_MAX, DIAG_MASK_INF (ops/softmax.cpp)
-void register_rope(device::OpLibrary& lib);      // ROPE               (ops/rope.cpp)
-void register_mul_mat(device::OpLibrary& lib);   // MUL_MAT            (ops/mul_mat.cpp)
+void register_resample(
+    device::OpLibrary& lib);                    // UPSCALE, PAD, ARANGE, TIMESTEP_EMBEDDING (ops/resample.cpp)
+void register_conv(device::OpLibrary& lib);     // IM2COL, POOL_2D (ops/conv.cpp)
+void register_reduce(device::OpLibrary& lib);   // SUM_ROWS, ARGSORT (ops/reduce.cpp)
+void register_norm(device::OpLibrary& lib);     // NORM, RMS_NORM, GROUP_NORM (ops/norm.cpp)
+void register_softmax(device::OpLibrary& lib);  // SOFT_MAX, DIAG_MASK_INF (ops/softmax.cpp)
+void register_rope(device::OpLibrary& lib);     // ROPE               (ops/rope.cpp)
+void register_mul_mat(device::OpLibrary& lib);  // MUL_MAT            (ops/mul_mat.cpp)
 
 // ---- helpers ----
 // A tensor as kernel arguments: its buffer, the byte offset of its first element (or first quant

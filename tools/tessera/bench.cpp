@@ -8,9 +8,9 @@
 #include <random>
 
 #include "commands.h"
-#include "tessera/error.h"
 #include "progress.h"
 #include "tessera/device.h"
+#include "tessera/error.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
 

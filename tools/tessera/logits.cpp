@@ -23,8 +23,7 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--tokens", args->tokens, "token ids, space separated (no BOS is added)")->required();
   cmd->add_option("-o,--output", args->out, "output file")->required();
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "device for offloaded layers");
   cmd->callback([args] {
     std::vector<int32_t> ids;

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "tessera/error.h"
 #include "progress.h"
+#include "tessera/error.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"

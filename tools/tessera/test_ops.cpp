@@ -25,13 +25,15 @@ void add_test_ops(CLI::App& app) {
       ->check(CLI::IsMember({"test", "support", "perf"}));
   cmd->add_option("--seed", args->seed, "random seed of the inputs");
   cmd->add_option("--seconds", args->seconds, "perf mode: seconds per case")->check(CLI::PositiveNumber);
-  cmd->add_flag("--skip-missing", args->skip_missing, "exit with 77 (skipped) when the backend is not present");
+  cmd->add_flag("--skip-missing", args->skip_missing,
+                "exit with 77 (skipped) when the backend is not present");
   cmd->callback([args] {
     auto targets = conformance::registered_targets();
     if (!args->backend.empty()) {
       std::erase_if(targets, [&](const conformance::Target& t) { return t.name != args->backend; });
       if (targets.empty() && args->skip_missing) {
-        fmt::print("backend {} is not present on this machine: skipped\n0 passed, 0 failed, 1 skipped\n", args->backend);
+        fmt::print("backend {} is not present on this machine: skipped\n0 passed, 0 failed, 1 skipped\n",
+                   args->backend);
         std::fflush(stdout);
         std::exit(77);
       }
