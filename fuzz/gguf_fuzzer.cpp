@@ -46,35 +46,6 @@ class CopyBuffer final : public Buffer {
 
 std::unique_ptr<Buffer> CopyType::allocate(size_t size) { return std::make_unique<CopyBuffer>(*this, size); }
 
-bool same(const Value& a, const Value& b) {
-  if (a.index() != b.index()) return false;
-  return std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        const T& y = std::get<T>(b);
-        if constexpr (std::is_same_v<T, ArrayValue>) {
-          if (x.type != y.type || x.strings != y.strings || x.numbers.index() != y.numbers.index())
-            return false;
-          return std::visit(
-              [&](const auto& vx) {
-                using V = std::decay_t<decltype(vx)>;
-                const V& vy = std::get<V>(y.numbers);
-                if constexpr (std::is_floating_point_v<typename V::value_type>)
-                  return vx.size() == vy.size() &&
-                         (vx.empty() || std::memcmp(vx.data(), vy.data(), vx.size() * sizeof vx[0]) == 0);
-                else
-                  return vx == vy;
-              },
-              x.numbers);
-        } else if constexpr (std::is_floating_point_v<T>) {
-          return std::memcmp(&x, &y, sizeof x) == 0;
-        } else {
-          return x == y;
-        }
-      },
-      a);
-}
-
 template <typename Fn>
 void tolerate(Fn&& fn) {
   try {
@@ -158,7 +129,7 @@ void round_trip(const File& f) {
     if (g.kvs().size() != f.kvs().size() || g.tensors().size() != f.tensors().size())
       bug("round trip", "counts");
     for (size_t i = 0; i < f.kvs().size(); ++i)
-      if (g.kvs()[i].first != f.kvs()[i].first || !same(g.kvs()[i].second, f.kvs()[i].second))
+      if (g.kvs()[i].first != f.kvs()[i].first || !same_value(g.kvs()[i].second, f.kvs()[i].second))
         bug("round trip", f.kvs()[i].first);
     for (size_t i = 0; i < f.tensors().size(); ++i) {
       const auto &a = f.tensors()[i], &b = g.tensors()[i];

@@ -67,6 +67,8 @@ using Value = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t
                            ArrayValue, uint64_t, int64_t, double>;
 // The variant's index is the GGUF type id.
 ValueType value_type(const Value& v) noexcept;
+// Equal type and value; floats compared bit for bit (so NaN payloads and -0 count).
+bool same_value(const Value& a, const Value& b) noexcept;
 
 template <typename T>
 ArrayValue ArrayValue::of(std::vector<T> values) {

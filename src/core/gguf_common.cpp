@@ -1,4 +1,7 @@
 // GGUF value and tensor type tables shared by the reader, the writer and the tools.
+#include <cstring>
+#include <type_traits>
+
 #include "core/check.h"
 #include "core/gguf_internal.h"
 
@@ -75,6 +78,35 @@ Tensor TensorInfo::descriptor() const {
   t.nb = contiguous_strides(type, ne);
   t.name = name;
   return t;
+}
+
+bool same_value(const Value& a, const Value& b) noexcept {
+  if (a.index() != b.index()) return false;
+  return std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        const T& y = std::get<T>(b);
+        if constexpr (std::is_same_v<T, ArrayValue>) {
+          if (x.type != y.type || x.strings != y.strings || x.numbers.index() != y.numbers.index())
+            return false;
+          return std::visit(
+              [&](const auto& vx) {
+                using V = std::decay_t<decltype(vx)>;
+                const V& vy = std::get<V>(y.numbers);
+                if constexpr (std::is_floating_point_v<typename V::value_type>)
+                  return vx.size() == vy.size() &&
+                         (vx.empty() || std::memcmp(vx.data(), vy.data(), vx.size() * sizeof vx[0]) == 0);
+                else
+                  return vx == vy;
+              },
+              x.numbers);
+        } else if constexpr (std::is_floating_point_v<T>) {
+          return std::memcmp(&x, &y, sizeof x) == 0;
+        } else {
+          return x == y;
+        }
+      },
+      a);
 }
 
 }  // namespace tessera::gguf

@@ -15,36 +15,6 @@ namespace {
 
 using testing::Bytes;
 
-// Equal values of equal type; floats compared bit for bit (so NaN payloads count).
-bool same(const Value& a, const Value& b) {
-  if (a.index() != b.index()) return false;
-  return std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        const T& y = std::get<T>(b);
-        if constexpr (std::is_same_v<T, ArrayValue>) {
-          if (x.type != y.type || x.strings != y.strings || x.numbers.index() != y.numbers.index())
-            return false;
-          return std::visit(
-              [&](const auto& vx) {
-                using V = std::decay_t<decltype(vx)>;
-                const V& vy = std::get<V>(y.numbers);
-                if constexpr (std::is_floating_point_v<typename V::value_type>)
-                  return vx.size() == vy.size() &&
-                         (vx.empty() || std::memcmp(vx.data(), vy.data(), vx.size() * sizeof vx[0]) == 0);
-                else
-                  return vx == vy;
-              },
-              x.numbers);
-        } else if constexpr (std::is_floating_point_v<T>) {
-          return std::memcmp(&x, &y, sizeof x) == 0;
-        } else {
-          return x == y;
-        }
-      },
-      a);
-}
-
 std::vector<std::pair<std::string, Value>> every_kv_type() {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<std::pair<std::string, Value>> kvs = {
@@ -94,7 +64,7 @@ TEST(GgufRoundTrip, EveryKvType) {
   ASSERT_EQ(f.kvs().size(), kvs.size());
   for (size_t i = 0; i < kvs.size(); ++i) {
     EXPECT_EQ(f.kvs()[i].first, kvs[i].first);
-    EXPECT_TRUE(same(f.kvs()[i].second, kvs[i].second)) << kvs[i].first;
+    EXPECT_TRUE(same_value(f.kvs()[i].second, kvs[i].second)) << kvs[i].first;
     EXPECT_EQ(static_cast<int>(value_type(f.kvs()[i].second)), static_cast<int>(kvs[i].second.index()));
   }
   // The element type ids follow GGUF (not the variant's order).
