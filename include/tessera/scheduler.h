@@ -59,7 +59,7 @@ class Scheduler {
   std::vector<Fallback> fallbacks_;
   std::vector<std::unique_ptr<GraphAllocator>> allocators_;  // one per split
   std::vector<BufferType*> allocator_types_;
-  std::vector<std::unique_ptr<Buffer>> input_buffers_;  // one per split with inputs
+  std::vector<std::unique_ptr<Buffer>> input_buffers_;  // per split index: its input copies
   std::unique_ptr<Context> copies_;                     // descriptors of input copies
   std::unordered_map<const Tensor*, std::unordered_map<Tensor*, Tensor*>>
       replaced_;  // node -> (orig -> copy)

@@ -175,7 +175,7 @@ void Scheduler::compute(Graph& graph) {
 
   // Inputs each split reads from another backend's memory: copy the whole root, view it alike.
   copies_ = std::make_unique<Context>();
-  input_buffers_.clear();
+  if (input_buffers_.size() < splits_.size()) input_buffers_.resize(splits_.size());
   replaced_.clear();
   struct Copy {
     Tensor* from;
@@ -210,8 +210,10 @@ void Scheduler::compute(Graph& graph) {
       }
     }
     if (!placed.empty()) {
-      input_buffers_.push_back(type.allocate(total));
-      for (auto& [c, offset] : placed) input_buffers_.back()->place(*c, offset);
+      // Kept across computes: a graph per token reuses the same memory.
+      auto& buffer = input_buffers_[i];
+      if (!buffer || &buffer->type() != &type || buffer->size() < total) buffer = type.allocate(total);
+      for (auto& [c, offset] : placed) buffer->place(*c, offset);
     }
     // Rewrite the split's sources to the copies (restored after the run).
     for (Tensor* n : split.nodes) {
