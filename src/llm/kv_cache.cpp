@@ -1,0 +1,217 @@
+#include "tessera/llm/kv_cache.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/check.h"
+#include "tessera/llm/model.h"
+
+namespace tessera::llm {
+namespace {
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+bool in_range(Pos pos, Pos p0, Pos p1) { return (p0 < 0 || pos >= p0) && (p1 < 0 || pos < p1); }
+
+}  // namespace
+
+bool KvCell::has(SeqId s) const noexcept { return std::binary_search(seqs.begin(), seqs.end(), s); }
+
+KvCache::KvCache(int64_t n_cells) {
+  if (n_cells <= 0) raise(ErrorCode::InvalidArgument, "KV cache size must be positive, got {}", n_cells);
+  cells_.resize(static_cast<size_t>(n_cells));
+}
+
+KvCache::KvCache(const Model& model, int64_t n_cells, DType type) : KvCache(n_cells) {
+  if (type != DType::F16 && type != DType::F32)
+    raise(ErrorCode::InvalidArgument, "KV cache type must be f16 or f32, got {}", name(type));
+  type_ = type;
+  const Hparams& h = model.hparams();
+  const int64_t n_embd_kv = h.n_embd_kv();
+  std::vector<Tensor*> host, device;
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    Tensor* k = ctx_.new_tensor(type, n_embd_kv, n_cells);
+    Tensor* v = ctx_.new_tensor(type, n_cells, n_embd_kv);
+    k->name = fmt::format("cache_k.{}", il);
+    v->name = fmt::format("cache_v.{}", il);
+    k_.push_back(k);
+    v_.push_back(v);
+    auto& list = model.layer_on_device(il) ? device : host;
+    list.push_back(k);
+    list.push_back(v);
+  }
+  auto place_all = [&](BufferType& buffer_type, const std::vector<Tensor*>& tensors) {
+    if (tensors.empty()) return;
+    size_t total = 0;
+    for (const Tensor* t : tensors) total += align_up(buffer_type.alloc_size(*t), buffer_type.alignment());
+    buffers_.push_back(buffer_type.allocate(total));
+    buffers_.back()->clear(0);
+    size_t offset = 0;
+    for (Tensor* t : tensors) {
+      buffers_.back()->place(*t, offset);
+      offset += align_up(buffer_type.alloc_size(*t), buffer_type.alignment());
+    }
+  };
+  place_all(host_buffer_type(), host);
+  if (!device.empty()) place_all(model.device()->buffer_type(), device);
+}
+
+KvCache::~KvCache() = default;
+
+Tensor* KvCache::k(int64_t il) const {
+  if (il < 0 || il >= static_cast<int64_t>(k_.size()))
+    raise(ErrorCode::InvalidArgument, "KV cache has no K tensor for layer {} ({} layers)", il, k_.size());
+  return k_[static_cast<size_t>(il)];
+}
+
+Tensor* KvCache::v(int64_t il) const {
+  if (il < 0 || il >= static_cast<int64_t>(v_.size()))
+    raise(ErrorCode::InvalidArgument, "KV cache has no V tensor for layer {} ({} layers)", il, v_.size());
+  return v_[static_cast<size_t>(il)];
+}
+
+int64_t KvCache::used_end() const noexcept {
+  for (int64_t i = size(); i > 0; --i)
+    if (!cells_[static_cast<size_t>(i - 1)].free()) return i;
+  return 0;
+}
+
+std::vector<int64_t> KvCache::find_slots(int64_t n) const {
+  std::vector<int64_t> out;
+  if (n <= 0 || n > size() - used_) return out;
+  // A contiguous run keeps a batch's K/V stores to one copy per layer.
+  int64_t run = 0;
+  for (int64_t i = 0; i < size(); ++i) {
+    run = cells_[static_cast<size_t>(i)].free() ? run + 1 : 0;
+    if (run == n) {
+      for (int64_t j = i - n + 1; j <= i; ++j) out.push_back(j);
+      return out;
+    }
+  }
+  for (int64_t i = 0; i < size() && static_cast<int64_t>(out.size()) < n; ++i)
+    if (cells_[static_cast<size_t>(i)].free()) out.push_back(i);
+  return out;
+}
+
+void KvCache::store(std::span<const int64_t> cells, std::span<const Pos> positions,
+                    std::span<const SeqId> seqs) {
+  if (cells.size() != positions.size() || cells.size() != seqs.size())
+    raise(ErrorCode::InvalidArgument, "KV store: {} cells for {} positions and {} sequence ids", cells.size(),
+          positions.size(), seqs.size());
+  for (size_t t = 0; t < cells.size(); ++t) {
+    if (cells[t] < 0 || cells[t] >= size())
+      raise(ErrorCode::InvalidArgument, "KV store: cell {} outside the cache of {}", cells[t], size());
+    if (positions[t] < 0 || seqs[t] < 0)
+      raise(ErrorCode::InvalidArgument, "KV store: position {} and sequence {} must be >= 0", positions[t],
+            seqs[t]);
+    KvCell& c = cells_[static_cast<size_t>(cells[t])];
+    if (!c.free()) raise(ErrorCode::InvalidArgument, "KV store: cell {} is in use", cells[t]);
+    c.pos = positions[t];
+    c.shift = 0;
+    c.seqs = {seqs[t]};
+    ++used_;
+  }
+}
+
+void KvCache::seq_remove(SeqId s, Pos p0, Pos p1) {
+  for (KvCell& c : cells_) {
+    if (c.free() || !in_range(c.pos, p0, p1)) continue;
+    if (s < 0) {
+      c.seqs.clear();
+    } else {
+      auto it = std::lower_bound(c.seqs.begin(), c.seqs.end(), s);
+      if (it == c.seqs.end() || *it != s) continue;
+      c.seqs.erase(it);
+    }
+    if (c.free()) {
+      c.pos = -1;
+      c.shift = 0;
+      --used_;
+    }
+  }
+}
+
+void KvCache::seq_copy(SeqId src, SeqId dst, Pos p0, Pos p1) {
+  if (src < 0 || dst < 0) raise(ErrorCode::InvalidArgument, "KV copy: sequence ids must be >= 0");
+  if (src == dst) return;
+  for (KvCell& c : cells_) {
+    if (!c.has(src) || !in_range(c.pos, p0, p1) || c.has(dst)) continue;
+    c.seqs.insert(std::lower_bound(c.seqs.begin(), c.seqs.end(), dst), dst);
+  }
+}
+
+void KvCache::seq_keep(SeqId s) {
+  for (KvCell& c : cells_) {
+    if (c.free()) continue;
+    if (c.has(s)) {
+      c.seqs = {s};
+    } else {
+      c.seqs.clear();
+      c.pos = -1;
+      c.shift = 0;
+      --used_;
+    }
+  }
+}
+
+void KvCache::clear() {
+  for (KvCell& c : cells_) c = KvCell{};
+  used_ = 0;
+  needs_k_shift_ = false;
+}
+
+void KvCache::seq_shift(SeqId s, Pos p0, Pos p1, Pos delta) {
+  if (delta == 0) return;
+  for (KvCell& c : cells_) {
+    if (!c.has(s) || !in_range(c.pos, p0, p1)) continue;
+    c.pos += delta;
+    c.shift += delta;
+    needs_k_shift_ = true;
+    if (c.pos < 0) {
+      c = KvCell{};
+      --used_;
+    }
+  }
+}
+
+void KvCache::k_shift_done() {
+  for (KvCell& c : cells_) c.shift = 0;
+  needs_k_shift_ = false;
+}
+
+Pos KvCache::seq_pos_max(SeqId s) const {
+  Pos m = -1;
+  for (const KvCell& c : cells_)
+    if (c.has(s)) m = std::max(m, c.pos);
+  return m;
+}
+
+Pos KvCache::seq_pos_min(SeqId s) const {
+  Pos m = -1;
+  for (const KvCell& c : cells_)
+    if (c.has(s) && (m < 0 || c.pos < m)) m = c.pos;
+  return m;
+}
+
+void KvCache::fill_mask(std::span<const Pos> positions, std::span<const SeqId> seqs, int64_t n_kv,
+                        int32_t window, float* out) const {
+  if (positions.size() != seqs.size())
+    raise(ErrorCode::InvalidArgument, "KV mask: {} positions for {} sequence ids", positions.size(),
+          seqs.size());
+  if (n_kv <= 0 || n_kv > size())
+    raise(ErrorCode::InvalidArgument, "KV mask: {} cells asked of a cache of {}", n_kv, size());
+  constexpr float kHidden = -std::numeric_limits<float>::infinity();
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const Pos p = positions[t];
+    float* row = out + t * static_cast<size_t>(n_kv);
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const KvCell& c = cells_[static_cast<size_t>(j)];
+      const bool visible = c.has(seqs[t]) && c.pos <= p && (window <= 0 || p - c.pos < window);
+      row[j] = visible ? 0.0f : kHidden;
+    }
+  }
+}
+
+}  // namespace tessera::llm

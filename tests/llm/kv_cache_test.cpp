@@ -1,0 +1,146 @@
+// KvCache bookkeeping (cells, sequences, positions) and attention masks, against hand-computed values.
+#include "tessera/llm/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "tessera/error.h"
+#include "tessera/llm/model.h"
+
+using namespace tessera;
+using namespace tessera::llm;
+
+namespace {
+
+constexpr float H = -std::numeric_limits<float>::infinity();  // hidden
+
+std::vector<float> mask_of(const KvCache& c, std::vector<Pos> pos, std::vector<SeqId> seq, int64_t n_kv,
+                           int32_t window = 0) {
+  std::vector<float> m(pos.size() * static_cast<size_t>(n_kv), 1.0f);
+  c.fill_mask(pos, seq, n_kv, window, m.data());
+  return m;
+}
+
+void store(KvCache& c, std::vector<int64_t> cells, std::vector<Pos> pos, std::vector<SeqId> seq) {
+  c.store(cells, pos, seq);
+}
+
+}  // namespace
+
+TEST(KvCache, FindsSlotsAndTracksSequences) {
+  KvCache c(8);
+  EXPECT_EQ(c.find_slots(3), (std::vector<int64_t>{0, 1, 2}));
+  store(c, {0, 1, 2}, {0, 1, 2}, {0, 0, 0});
+  EXPECT_EQ(c.find_slots(2), (std::vector<int64_t>{3, 4}));
+  store(c, {3, 4}, {0, 1}, {1, 1});
+  EXPECT_EQ(c.used(), 5);
+  EXPECT_EQ(c.used_end(), 5);
+  EXPECT_EQ(c.seq_pos_max(0), 2);
+  EXPECT_EQ(c.seq_pos_min(0), 0);
+  EXPECT_EQ(c.seq_pos_max(1), 1);
+  EXPECT_EQ(c.seq_pos_max(2), -1);
+  EXPECT_EQ(c.cell(3).pos, 0);
+  EXPECT_TRUE(c.cell(3).has(1));
+  EXPECT_FALSE(c.cell(3).has(0));
+
+  // Positions 1.. of sequence 0 go: cells 1 and 2 are free again.
+  c.seq_remove(0, 1, -1);
+  EXPECT_EQ(c.used(), 3);
+  EXPECT_EQ(c.seq_pos_max(0), 0);
+  EXPECT_TRUE(c.cell(1).free());
+  EXPECT_EQ(c.find_slots(2), (std::vector<int64_t>{1, 2}));
+  // The first contiguous run that fits, else the first free cells in order, else nothing.
+  EXPECT_EQ(c.find_slots(3), (std::vector<int64_t>{5, 6, 7}));
+  EXPECT_EQ(c.find_slots(4), (std::vector<int64_t>{1, 2, 5, 6}));
+  EXPECT_TRUE(c.find_slots(6).empty());
+
+  // Sequence 2 shares sequence 1's cells; removing 1 keeps them for 2.
+  c.seq_copy(1, 2, -1, -1);
+  EXPECT_EQ(c.cell(4).seqs, (std::vector<SeqId>{1, 2}));
+  EXPECT_EQ(c.seq_pos_max(2), 1);
+  EXPECT_EQ(c.used(), 3);
+  c.seq_remove(1, -1, -1);
+  EXPECT_EQ(c.used(), 3);
+  EXPECT_EQ(c.cell(4).seqs, (std::vector<SeqId>{2}));
+  c.seq_keep(2);
+  EXPECT_EQ(c.used(), 2);
+  EXPECT_TRUE(c.cell(0).free());
+
+  // Shifts move positions, record the K shift, and free cells moved below 0.
+  EXPECT_FALSE(c.needs_k_shift());
+  c.seq_shift(2, -1, -1, 10);
+  EXPECT_EQ(c.cell(3).pos, 10);
+  EXPECT_EQ(c.cell(4).pos, 11);
+  EXPECT_EQ(c.cell(4).shift, 10);
+  EXPECT_TRUE(c.needs_k_shift());
+  EXPECT_EQ(c.seq_pos_min(2), 10);
+  c.seq_shift(2, 11, -1, -20);
+  EXPECT_TRUE(c.cell(4).free());
+  EXPECT_EQ(c.used(), 1);
+  EXPECT_EQ(c.used_end(), 4);
+  c.k_shift_done();
+  EXPECT_FALSE(c.needs_k_shift());
+  EXPECT_EQ(c.cell(3).shift, 0);
+
+  c.clear();
+  EXPECT_EQ(c.used(), 0);
+  EXPECT_EQ(c.used_end(), 0);
+  EXPECT_EQ(c.seq_pos_max(2), -1);
+}
+
+TEST(KvCache, MaskFollowsSequencesAndPositions) {
+  KvCache c(8);
+  store(c, {0, 1, 2, 3, 4}, {0, 1, 2, 0, 1}, {0, 0, 0, 1, 1});
+  // seq 0 at 2 sees its cells 0..2; seq 1 at 1 sees 3, 4; seq 0 at 1 sees 0, 1. Free cell 5 is hidden.
+  const std::vector<float> expected = {0, 0, 0, H, H, H,  //
+                                       H, H, H, 0, 0, H,  //
+                                       0, 0, H, H, H, H};
+  EXPECT_EQ(mask_of(c, {2, 1, 1}, {0, 1, 0}, 6), expected);
+  // A sequence that shares cells sees them.
+  c.seq_copy(1, 7, -1, -1);
+  EXPECT_EQ(mask_of(c, {5}, {7}, 6), (std::vector<float>{H, H, H, 0, 0, H}));
+  // A sequence with no cells sees nothing.
+  EXPECT_EQ(mask_of(c, {5}, {3}, 6), (std::vector<float>(6, H)));
+}
+
+TEST(KvCache, MaskWithSlidingWindow) {
+  KvCache c(8);
+  store(c, {0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}, {0, 0, 0, 0, 0, 0});
+  // Window 3: position 5 sees 3, 4, 5 (5 - 2 = 3 is out); position 2 sees 0, 1, 2.
+  EXPECT_EQ(mask_of(c, {5, 2}, {0, 0}, 8, 3), (std::vector<float>{H, H, H, 0, 0, 0, H, H,  //
+                                                                  0, 0, 0, H, H, H, H, H}));
+  // No window: position 5 sees all six.
+  EXPECT_EQ(mask_of(c, {5}, {0}, 8), (std::vector<float>{0, 0, 0, 0, 0, 0, H, H}));
+  // Window 1: only the token's own position.
+  EXPECT_EQ(mask_of(c, {4}, {0}, 6, 1), (std::vector<float>{H, H, H, H, 0, H}));
+}
+
+TEST(KvCache, BadUseIsAnError) {
+  EXPECT_THROW(KvCache(0), Error);
+  KvCache c(4);
+  store(c, {1}, {0}, {0});
+  EXPECT_THROW(store(c, {1}, {1}, {0}), Error);   // cell in use
+  EXPECT_THROW(store(c, {4}, {1}, {0}), Error);   // outside the cache
+  EXPECT_THROW(store(c, {2}, {-1}, {0}), Error);  // negative position
+  EXPECT_THROW(store(c, {2, 3}, {1}, {0}), Error);
+  std::vector<float> m(8);
+  EXPECT_THROW(c.fill_mask(std::vector<Pos>{0}, std::vector<SeqId>{0}, 5, 0, m.data()), Error);
+  EXPECT_THROW(c.k(0), Error);  // a cells-only cache has no tensors
+  EXPECT_THROW(c.seq_copy(-1, 2, -1, -1), Error);
+}
+
+TEST(KvCache, TensorsFollowTheModel) {
+  auto model = Model::load(std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf");
+  const Hparams& h = model->hparams();
+  KvCache c(*model, 16, DType::F32);
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    EXPECT_EQ(c.k(il)->ne, (std::array<int64_t, 4>{h.n_embd_kv(), 16, 1, 1}));
+    EXPECT_EQ(c.v(il)->ne, (std::array<int64_t, 4>{16, h.n_embd_kv(), 1, 1}));
+    EXPECT_EQ(c.k(il)->type, DType::F32);
+    ASSERT_NE(c.k(il)->data, nullptr);
+    EXPECT_EQ(static_cast<const float*>(c.v(il)->data)[0], 0.0f);  // zero-filled
+  }
+  EXPECT_THROW(c.k(h.n_layer), Error);
+  EXPECT_THROW(KvCache(*model, 16, DType::Q8_0), Error);
+}
