@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "arch/architecture.h"
 #include "core/check.h"
 #include "tessera/log.h"
 #include "tessera/quant.h"
@@ -46,8 +47,7 @@ struct SplitMix {
 Hparams read_hparams(const gguf::File& f) {
   Hparams h;
   h.arch = f.get_string("general.architecture");
-  if (h.arch != "llama")
-    raise(ErrorCode::Unsupported, "model architecture '{}' is not supported (supported: llama)", h.arch);
+  architecture(h.arch);  // an Error naming it when there is no graph builder for it
   const std::string a = h.arch + ".";
   h.n_ctx_train = get_int_or(f, a + "context_length", 2048);
   h.n_embd = f.get_int(a + "embedding_length");
@@ -121,7 +121,7 @@ void Model::resolve_device(const LoadOptions& options) {
   }
 }
 
-void Model::create_tensors(const std::function<DType(const std::string&)>& type_of) {
+void Model::create_tensors(const std::function<DType(const std::string&)>& type_of, bool has_rope_freqs) {
   const Hparams& h = hparams_;
   auto make = [&](const std::string& name, int64_t ne0, int64_t ne1) {
     const DType type = ne1 == 1 ? DType::F32 : type_of(name);
@@ -149,10 +149,12 @@ void Model::create_tensors(const std::function<DType(const std::string&)>& type_
     l.ffn_down = make(layer_name(il, "ffn_down"), h.n_ff, h.n_embd);
   }
   output_ = make("output.weight", h.n_embd, h.n_vocab);
+  if (has_rope_freqs) rope_freqs_ = make("rope_freqs.weight", h.n_rot / 2, 1);
 }
 
 std::vector<Tensor*> Model::weights() const {
   std::vector<Tensor*> all{token_embd_, output_norm_, output_};
+  if (rope_freqs_ != nullptr) all.push_back(rope_freqs_);
   for (const Layer& l : layers_)
     for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down})
       all.push_back(t);
@@ -178,6 +180,8 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
   }
   for (Tensor* t : {output_norm_, output_}) (output_on_device() ? on_device : on_host).push_back(t);
   on_host.push_back(token_embd_);
+  // Every layer reads the rope factors: on the device only when every layer is there.
+  if (rope_freqs_ != nullptr) (layer_on_device(0) ? on_device : on_host).push_back(rope_freqs_);
 
   size_t total = 0, done = 0;
   for (const Tensor* t : on_device) total += t->nbytes();
@@ -251,7 +255,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
             name, tessera::name(t));
     return t;
   };
-  m->create_tensors(type_of);
+  m->create_tensors(type_of, info_of("rope_freqs.weight") != nullptr);
   for (Tensor* t : m->weights()) {
     const std::string name = t == m->output_ && tied_output ? "token_embd.weight" : t->name;
     const gguf::TensorInfo* info = info_of(name);
@@ -292,7 +296,7 @@ std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOpt
   h.n_vocab = spec.n_vocab;
   h.rope_n_ctx_orig = spec.n_ctx_train;
   m->resolve_device(options);
-  m->create_tensors([&](const std::string&) { return spec.type; });
+  m->create_tensors([&](const std::string&) { return spec.type; }, false);
   const float scale = 1.0f / std::sqrt(static_cast<float>(spec.n_embd));
   auto fill = [&](const Tensor& t, void* dst) {
     // Seeded per tensor so weights do not depend on placement order.

@@ -32,6 +32,8 @@ struct Hparams {
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
 };
 
+// One layer's weights. Architectures that need more (biases, Q/K norms, post norms) add optional
+// fields here (nullptr when the file has none) rather than a layer type of their own.
 struct Layer {
   Tensor* attn_norm = nullptr;
   Tensor* wq = nullptr;
@@ -70,6 +72,8 @@ class Model {
   Tensor* token_embd() const noexcept { return token_embd_; }
   Tensor* output_norm() const noexcept { return output_norm_; }
   Tensor* output() const noexcept { return output_; }
+  // Rope frequency factors (F32 [n_rot / 2], Llama 3.1 scaling); nullptr when the file has none.
+  Tensor* rope_freqs() const noexcept { return rope_freqs_; }
   // The device holding offloaded layers (nullptr when everything is on the CPU).
   Device* device() const noexcept { return device_; }
   int n_gpu_layers() const noexcept { return n_gpu_layers_; }
@@ -85,7 +89,8 @@ class Model {
   Model() = default;
   void resolve_device(const LoadOptions& options);
   // Creates the descriptors of every weight (shapes from the hyperparameters).
-  void create_tensors(const std::function<DType(const std::string&)>& type_of);
+  // rope_freqs.weight is created when has_rope_freqs is set.
+  void create_tensors(const std::function<DType(const std::string&)>& type_of, bool has_rope_freqs);
   // Gives every weight memory: CPU weights via host_data (nullptr = allocate host memory),
   // device weights in one device buffer; fill(t, dst) writes a weight's ggml bytes to dst.
   void place_weights(const std::function<const void*(const Tensor&)>& host_data,
@@ -98,6 +103,7 @@ class Model {
   Tensor* token_embd_ = nullptr;
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;
+  Tensor* rope_freqs_ = nullptr;
   Device* device_ = nullptr;
   int n_gpu_layers_ = 0;
   std::unique_ptr<gguf::File> file_;
@@ -105,7 +111,7 @@ class Model {
   std::vector<std::unique_ptr<Buffer>> buffers_;
 };
 
-// Hyperparameters from a file's llama.* keys.
+// Hyperparameters from a file's <architecture>.* keys; an unknown architecture is an Error naming it.
 Hparams read_hparams(const gguf::File& file);
 
 }  // namespace tessera::llm

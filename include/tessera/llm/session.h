@@ -1,5 +1,6 @@
 #pragma once
-// An inference session over a Model: KV cache, per-batch graphs, CPU or scheduled execution.
+// An inference session over a Model: its KV cache, and the evaluation of batches through the
+// model architecture's graph builder on the CPU or scheduled over the CPU and a device.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -9,16 +10,23 @@
 #include "tessera/allocator.h"
 #include "tessera/backend.h"
 #include "tessera/cpu.h"
+#include "tessera/llm/batch.h"
+#include "tessera/llm/kv_cache.h"
 #include "tessera/llm/model.h"
 #include "tessera/scheduler.h"
 
 namespace tessera::llm {
 
+struct Architecture;
+
 struct SessionOptions {
-  int64_t n_ctx = 0;  // 0: the model's training context, capped at 4096
+  int64_t n_ctx = 0;  // KV cache cells; 0: the model's training context, capped at 4096
   int64_t n_batch = 512;
   int n_threads = 0;  // 0: all cores
   DType kv_type = DType::F16;
+  // Graphs attend to a multiple of kv_pad cells (the rest masked), so that generation steps keep
+  // one graph shape for kv_pad tokens and the scheduler can reuse its plan.
+  int64_t kv_pad = 256;
 };
 
 class Session {
@@ -26,36 +34,46 @@ class Session {
   Session(const Model& model, const SessionOptions& options = {});
   ~Session();
 
-  // Evaluates tokens at the next positions (in batches of n_batch). Returns the logits of the
-  // last token ([n_vocab]), or of every token ([n_tokens][n_vocab]) when all_logits is set.
-  // Throws Error when the tokens do not fit in the context or an id is out of range.
+  // Evaluates a batch that may mix sequences (in micro-batches of n_batch tokens, in order) and
+  // stores its K/V in the cache. Returns the logits of the tokens whose logits flag is set, in
+  // batch order ([n_outputs][n_vocab]). Throws Error on a malformed batch, an id outside the
+  // vocabulary, or when the cache has no free cells for it (the cache is then unchanged).
+  const std::vector<float>& decode(const Batch& batch);
+  // Sequence 0 at its next positions: the logits of the last token ([n_vocab]), or of every
+  // token ([n_tokens][n_vocab]) when all_logits is set.
   const std::vector<float>& decode(std::span<const int32_t> tokens, bool all_logits = false);
 
-  int64_t n_past() const noexcept { return n_past_; }
-  int64_t n_ctx() const noexcept { return n_ctx_; }
-  void reset() noexcept { n_past_ = 0; }
+  KvCache& cache() noexcept { return *cache_; }
+  const KvCache& cache() const noexcept { return *cache_; }
+  int64_t n_past() const { return cache_->seq_pos_max(0) + 1; }  // sequence 0's next position
+  int64_t n_ctx() const noexcept { return cache_->size(); }
+  void reset() { cache_->clear(); }
   // Placement of the last graph (splits, copies, CPU fallbacks); empty without a device.
   std::string report() const;
-  // Bytes of activation memory planned for the largest graph so far.
+  // Bytes of activation memory planned for the largest graph so far (CPU-only sessions).
   size_t activation_bytes() const noexcept;
+  // Every node of the last graph as "OP[ne0,ne1,ne2,ne3]": equal strings mean equal shapes.
+  const std::string& last_graph_shapes() const noexcept { return last_shapes_; }
 
  private:
-  void eval_batch(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& out);
+  void validate(const Batch& batch) const;
+  void eval(const Batch& batch, size_t start, size_t n, std::vector<float>& out);
+  void apply_k_shift();
+  void compute(Graph& graph);
+  // Places the graph's input tensors in the persistent input buffer (grown when too small).
+  void place_inputs(const std::vector<Tensor*>& inputs);
 
   const Model& model_;
+  const Architecture& arch_;
   SessionOptions options_;
-  int64_t n_ctx_;
-  int64_t n_past_ = 0;
+  std::unique_ptr<KvCache> cache_;
   std::unique_ptr<cpu::CpuBackend> cpu_;
   std::unique_ptr<Backend> device_backend_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<GraphAllocator> allocator_;
-  Context cache_ctx_;
-  std::vector<Tensor*> k_cache_, v_cache_;
-  std::vector<std::unique_ptr<Buffer>> cache_buffers_;
   std::unique_ptr<Buffer> input_buffer_;
   std::vector<float> logits_;
-  std::vector<float> mask_;
+  std::string last_shapes_;
 };
 
 }  // namespace tessera::llm
