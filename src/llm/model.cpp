@@ -259,6 +259,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   for (Tensor* t : m->weights()) {
     const std::string name = t == m->output_ && tied_output ? "token_embd.weight" : t->name;
     const gguf::TensorInfo* info = info_of(name);
+    if (info == nullptr) raise(ErrorCode::CorruptFile, "{}: tensor {} is missing", path, name);
     if (info->ne != t->ne)
       raise(ErrorCode::CorruptFile, "{}: tensor {} has shape [{}, {}, {}, {}], expected {}", path, name,
             info->ne[0], info->ne[1], info->ne[2], info->ne[3], t->shape_string());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "tessera/error.h"
 #include "tessera/gguf.h"
@@ -165,4 +166,66 @@ TEST(Llama, SyntheticModelRuns) {
   auto again = Model::synthetic(spec);
   Session s2(*again);
   EXPECT_EQ(s2.decode(tokens), logits);
+}
+
+namespace {
+
+// stories260K rewritten without the tensor `drop`, plus whatever `extra` adds.
+std::string rewritten(const std::string& name, const std::string& drop,
+                      const std::function<void(gguf::Writer&)>& extra = {}) {
+  const auto f = gguf::File::open(kModel);
+  gguf::Writer w;
+  for (const auto& [k, v] : f.kvs())
+    if (k != "general.alignment") w.set(k, v);
+  for (const auto& t : f.tensors())
+    if (t.name != drop)
+      w.add_tensor_raw(t.name, t.type_id,
+                       std::span<const int64_t>(t.ne.data(), static_cast<size_t>(t.n_dims)), f.tensor_data(t),
+                       t.nbytes);
+  if (extra) extra(w);
+  const std::string path = testing::TempDir() + "/" + name;
+  w.write(path);
+  return path;
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    Model::load(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(Llama, MissingNormWeightIsAnError) {
+  // A 1-D weight (a norm) used to be dereferenced without a look-up check: a crash.
+  const std::string msg = load_error(rewritten("no_norm.gguf", "blk.1.ffn_norm.weight"));
+  EXPECT_NE(msg.find("blk.1.ffn_norm.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
+}
+
+TEST(Llama, RopeFreqsAreLoadedAndChecked) {
+  const int64_t half = Model::load(kModel)->hparams().n_rot / 2;
+  std::vector<float> ones(static_cast<size_t>(half), 1.0f);
+  const int64_t ne_ok[] = {half};
+  auto model = Model::load(rewritten("freqs.gguf", "", [&](gguf::Writer& w) {
+    w.add_tensor("rope_freqs.weight", DType::F32, ne_ok, ones.data(), ones.size() * 4);
+  }));
+  ASSERT_NE(model->rope_freqs(), nullptr);
+  EXPECT_EQ(model->rope_freqs()->ne[0], half);
+  auto plain = Model::load(kModel);
+  EXPECT_EQ(plain->rope_freqs(), nullptr);
+  // Factors of 1 change nothing: the same logits as without them.
+  Session with(*model), without(*plain);
+  const std::vector<Token> tokens{1, 403, 407, 261, 378};
+  EXPECT_EQ(with.decode(tokens, true), without.decode(tokens, true));
+  // The wrong length is an Error naming the tensor.
+  const int64_t ne_bad[] = {half + 1};
+  std::vector<float> more(static_cast<size_t>(half + 1), 1.0f);
+  const std::string msg = load_error(rewritten("bad_freqs.gguf", "", [&](gguf::Writer& w) {
+    w.add_tensor("rope_freqs.weight", DType::F32, ne_bad, more.data(), more.size() * 4);
+  }));
+  EXPECT_NE(msg.find("rope_freqs.weight"), std::string::npos) << msg;
 }
