@@ -93,15 +93,21 @@ const GgmlType* ggml_type(uint32_t id) noexcept;
 
 struct TensorInfo {
   std::string name;
-  DType type = DType::F32;  // meaningful only when supported
-  uint32_t type_id = 0;     // the ggml type id in the file
-  bool supported = true;    // false: a ggml type Tessera has no DType for (it can be dumped, not loaded)
+  // Empty for a ggml type Tessera has no DType for (such a tensor can be dumped, never loaded):
+  // there is no default, so no caller can mistake an unknown type for a known one.
+  std::optional<DType> type;
+  uint32_t type_id = 0;  // the ggml type id in the file
   int n_dims = 1;
   std::array<int64_t, 4> ne{1, 1, 1, 1};
   uint64_t offset = 0;  // relative to the data section
   size_t nbytes = 0;
   size_t info_offset = 0;  // absolute offset of this tensor's info record (for messages)
 
+  bool supported() const noexcept { return type.has_value(); }
+  // ggml's spelling of the file's type ("q4_K"), or "type N" for an id ggml does not define.
+  std::string type_name() const;
+  // The DType; Error(Unsupported) naming the tensor and its ggml type when Tessera lacks it.
+  DType dtype() const;
   // A contiguous descriptor (type, ne, nb, name) without data; Error(Unsupported) for types Tessera lacks.
   Tensor descriptor() const;
 };

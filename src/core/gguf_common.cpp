@@ -66,16 +66,23 @@ const GgmlType* ggml_type(uint32_t id) noexcept {
   return &kGgmlTypes[id];
 }
 
-Tensor TensorInfo::descriptor() const {
-  if (!supported) {
-    const GgmlType* g = ggml_type(type_id);
+std::string TensorInfo::type_name() const {
+  const GgmlType* g = ggml_type(type_id);
+  return g != nullptr ? std::string(g->name) : fmt::format("type {}", type_id);
+}
+
+DType TensorInfo::dtype() const {
+  if (!type)
     raise(ErrorCode::Unsupported, "tensor '{}' has type {} (ggml id {}), which Tessera cannot compute with",
-          name, g != nullptr ? g->name : "?", type_id);
-  }
+          name, type_name(), type_id);
+  return *type;
+}
+
+Tensor TensorInfo::descriptor() const {
   Tensor t;
-  t.type = type;
+  t.type = dtype();
   t.ne = ne;
-  t.nb = contiguous_strides(type, ne);
+  t.nb = contiguous_strides(t.type, ne);
   t.name = name;
   return t;
 }

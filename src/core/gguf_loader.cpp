@@ -59,11 +59,9 @@ LoadedTensors load_tensors(const File& file, Context& ctx, BufferType& type, con
           file.source());
   const auto& infos = file.tensors();
   for (const auto& info : infos)
-    if (!info.supported) {
-      const GgmlType* g = ggml_type(info.type_id);
+    if (!info.supported())
       raise(ErrorCode::Unsupported, "{}: tensor '{}' has type {} (ggml id {}), which Tessera cannot load yet",
-            file.source(), info.name, g != nullptr ? g->name : "?", info.type_id);
-    }
+            file.source(), info.name, info.type_name(), info.type_id);
 
   LoadedTensors out;
   std::vector<Tensor*> created;
@@ -71,7 +69,7 @@ LoadedTensors load_tensors(const File& file, Context& ctx, BufferType& type, con
   size_t total = 0;
   bool zero_copy = type.is_host();
   for (const auto& info : infos) {
-    Tensor* t = ctx.new_tensor(info.type, std::span<const int64_t>(info.ne.data(), 4));
+    Tensor* t = ctx.new_tensor(*info.type, std::span<const int64_t>(info.ne.data(), 4));
     t->name = info.name;
     t->flags |= kFlagWeight;
     TESSERA_ASSERT(t->nbytes() == info.nbytes);

@@ -337,9 +337,7 @@ void parse_tensor_infos(Parser& p, File::Impl& f, size_t n_tensors, std::vector<
     if (blocks_bound > kMaxBytes / static_cast<int64_t>(g->block_bytes))
       p.fail(ne_at, field() + " ne", "the byte size overflows 64 bits");
     info.type_id = static_cast<uint32_t>(type_id);
-    const auto dt = dtype_from_gguf(info.type_id);
-    info.supported = dt.has_value();
-    info.type = dt.value_or(DType::F32);
+    info.type = dtype_from_gguf(info.type_id);
     const int64_t elements = info.ne[0] * info.ne[1] * info.ne[2] * info.ne[3];
     info.nbytes = static_cast<size_t>(elements / g->block_size) * g->block_bytes;
     offset_at.push_back(p.pos());

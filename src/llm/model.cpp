@@ -7,6 +7,7 @@
 
 #include "arch/architecture.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "tessera/log.h"
 #include "tessera/quant.h"
 
@@ -248,7 +249,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     const gguf::TensorInfo* info =
         info_of(name == "output.weight" && tied_output ? "token_embd.weight" : name);
     if (info == nullptr) raise(ErrorCode::CorruptFile, "{}: tensor {} is missing", path, name);
-    const DType t = info->type;
+    if (!info->type)
+      raise(ErrorCode::Unsupported,
+            "{}: tensor {} has type {} (ggml id {}), which Tessera cannot compute with", path, info->name,
+            info->type_name(), info->type_id);
+    const DType t = *info->type;
     if (std::find(std::begin(kSupportedWeightTypes), std::end(kSupportedWeightTypes), t) ==
         std::end(kSupportedWeightTypes))
       raise(ErrorCode::Unsupported, "{}: tensor {} has type {}, which is not supported for weights", path,
@@ -265,7 +270,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
             info->ne[0], info->ne[1], info->ne[2], info->ne[3], t->shape_string());
     if (info->type != t->type)
       raise(ErrorCode::Unsupported, "{}: tensor {} has type {} where {} was expected", path, name,
-            tessera::name(info->type), tessera::name(t->type));
+            info->type_name(), tessera::name(t->type));
   }
   if (tied_output) m->output_->name = "output.weight (tied to token_embd.weight)";
   auto host_data = [&](const Tensor& t) -> const void* {
@@ -301,7 +306,7 @@ std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOpt
   const float scale = 1.0f / std::sqrt(static_cast<float>(spec.n_embd));
   auto fill = [&](const Tensor& t, void* dst) {
     // Seeded per tensor so weights do not depend on placement order.
-    SplitMix rng{spec.seed ^ std::hash<std::string>{}(t.name)};
+    SplitMix rng{spec.seed ^ stable_hash(t.name)};
     std::vector<float> row(static_cast<size_t>(t.ne[0]));
     for (int64_t r = 0; r < t.nrows(); ++r) {
       for (auto& v : row) v = t.ne[1] == 1 ? 1.0f + rng.next(0.1f) : rng.next(scale);

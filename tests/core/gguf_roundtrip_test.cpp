@@ -187,7 +187,7 @@ TEST(GgufRoundTrip, EveryTensorType) {
     ASSERT_NE(g, nullptr);
     EXPECT_EQ(g->name, x.name);
     const auto dt = dtype_from_gguf(x.type_id);
-    EXPECT_EQ(t->supported, dt.has_value()) << x.name;
+    EXPECT_EQ(t->supported(), dt.has_value()) << x.name;
     if (dt) {
       EXPECT_EQ(t->type, *dt);
       EXPECT_EQ(t->descriptor().nbytes(), x.data.size());

@@ -155,10 +155,7 @@ std::string type_label(const Value& v) {
   return std::string(gguf::type_name(gguf::value_type(v)));
 }
 
-std::string type_label(const gguf::TensorInfo& t) {
-  const gguf::GgmlType* g = gguf::ggml_type(t.type_id);
-  return g != nullptr ? std::string(g->name) : fmt::format("type{}", t.type_id);
-}
+std::string type_label(const gguf::TensorInfo& t) { return t.type_name(); }
 
 std::string shape(const gguf::TensorInfo& t) {
   std::string out = "[";
