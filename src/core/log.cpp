@@ -11,11 +11,15 @@ namespace {
 
 LogLevel level_from_env() {
   const char* env = std::getenv("TESSERA_LOG");
-  if (env == nullptr) return LogLevel::Warn;
+  if (env == nullptr || *env == '\0') return LogLevel::Warn;
   const std::string v(env);
   if (v == "error") return LogLevel::Error;
+  if (v == "warn") return LogLevel::Warn;
   if (v == "info") return LogLevel::Info;
   if (v == "debug") return LogLevel::Debug;
+  // The sink is not set up yet (this runs while it is made), so the warning goes straight to stderr.
+  std::fprintf(stderr, "tessera: warning: TESSERA_LOG='%s' is not error, warn, info or debug; using warn\n",
+               env);
   return LogLevel::Warn;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "device/layout.h"
 #include "tessera/log.h"
 
@@ -12,23 +13,9 @@ namespace {
 
 constexpr int64_t kDefaultMinBatch = 32;
 
-int64_t env_min_batch() {
-  const char* s = std::getenv("TESSERA_OFFLOAD_MIN_BATCH");
-  if (s == nullptr || *s == '\0') return kDefaultMinBatch;
-  char* end = nullptr;
-  const long long v = std::strtoll(s, &end, 10);
-  if (*end != '\0' || v < 0) {
-    log(LogLevel::Warn,
-        fmt::format("TESSERA_OFFLOAD_MIN_BATCH='{}' is not a count >= 0; using {}", s, kDefaultMinBatch));
-    return kDefaultMinBatch;
-  }
-  return v;
-}
+int64_t env_min_batch() { return env_int_or("TESSERA_OFFLOAD_MIN_BATCH", kDefaultMinBatch, 0, INT64_MAX); }
 
-bool env_checkpoints() {
-  const char* s = std::getenv("TESSERA_DEVICE_CHECKPOINTS");
-  return s != nullptr && *s != '\0' && std::strcmp(s, "0") != 0;
-}
+bool env_checkpoints() { return env_flag("TESSERA_DEVICE_CHECKPOINTS"); }
 
 void check_range(const Tensor& t, size_t offset, size_t size, const char* what) {
   if (t.data == nullptr) raise(ErrorCode::InvalidArgument, "{}: tensor {} has no memory", what, t.describe());

@@ -3,7 +3,9 @@
 // kernels in src/opencl/kernels/<family>.cl), and the helpers every family uses to pass tensors
 // to kernels and launch them.
 #include <array>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "device/oplib.h"
@@ -30,6 +32,9 @@ void register_norm(device::OpLibrary& lib);     // NORM, RMS_NORM, GROUP_NORM (o
 void register_softmax(device::OpLibrary& lib);  // SOFT_MAX, DIAG_MASK_INF (ops/softmax.cpp)
 void register_rope(device::OpLibrary& lib);     // ROPE               (ops/rope.cpp)
 void register_mul_mat(device::OpLibrary& lib);  // MUL_MAT            (ops/mul_mat.cpp)
+// Batch width from which MUL_MAT takes the GEMM path, for every weight type; TESSERA_OPENCL_GEMM_MIN_N
+// (read once) sets it, and this overrides both (nullopt: back to the environment or the defaults).
+void set_gemm_min_columns(std::optional<int64_t> columns);
 
 // ---- helpers ----
 // A tensor as kernel arguments: its buffer, the byte offset of its first element (or first quant

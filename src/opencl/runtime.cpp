@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "tessera/log.h"
 
 namespace tessera::opencl {
@@ -73,11 +74,6 @@ bool selected(const std::string& filter, int index, const std::string& label) {
     start = end + 1;
   }
   return false;
-}
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : fallback;
 }
 
 // The first error raised by a stream's host functions (kept until stream_synchronize takes it).
@@ -173,13 +169,13 @@ ClEvent& cl(device::StreamEvent& e) { return static_cast<ClEvent&>(e); }
 
 RuntimeOptions default_options() {
   RuntimeOptions o;
-  o.devices = env_or("TESSERA_OPENCL_DEVICES", "");
-  std::string dir = env_or("TESSERA_OPENCL_CACHE_DIR", "");
+  o.devices = env_string("TESSERA_OPENCL_DEVICES").value_or("");
+  std::string dir = env_string("TESSERA_OPENCL_CACHE_DIR").value_or("");
   if (dir.empty()) {
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
-      dir = std::string(xdg) + "/tessera/opencl";
-    else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-      dir = std::string(home) + "/.cache/tessera/opencl";
+    if (const auto xdg = env_string("XDG_CACHE_HOME"))
+      dir = *xdg + "/tessera/opencl";
+    else if (const auto home = env_string("HOME"))
+      dir = *home + "/.cache/tessera/opencl";
   }
   o.cache_dir = dir == "off" ? std::string() : dir;
   return o;

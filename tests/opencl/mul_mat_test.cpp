@@ -1,24 +1,25 @@
 // MUL_MAT on OpenCL where the conformance harness does not look: quantized and f16 weights read
 // through a view that starts at a row offset (the device layout is addressed from the view's root)
 // and stretched over batches, on both the matrix-vector and the GEMM path
-// (TESSERA_OPENCL_GEMM_MIN_N forces one), against a double-precision product written here.
+// (set_gemm_min_columns forces one), against a double-precision product written here.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 
 #include "opencl/device_run.h"
+#include "opencl/oplib.h"
 #include "tessera/ops.h"
 
 using namespace tessera;
 
 namespace {
 
-// Sets TESSERA_OPENCL_GEMM_MIN_N for one scope.
+// Sets the GEMM switch for one scope.
 class GemmSwitch {
  public:
-  explicit GemmSwitch(const char* value) { setenv("TESSERA_OPENCL_GEMM_MIN_N", value, 1); }
-  ~GemmSwitch() { unsetenv("TESSERA_OPENCL_GEMM_MIN_N"); }
+  explicit GemmSwitch(const char* value) { opencl::set_gemm_min_columns(std::atoll(value)); }
+  ~GemmSwitch() { opencl::set_gemm_min_columns(std::nullopt); }
 };
 
 // Values as stored in `type` (quantized and read back), the way the device sees its input.

@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/group_launch.h"
 #include "tessera/quant.h"
@@ -45,12 +46,19 @@ constexpr int64_t kGemmMinColumnsF32 = 96;
 constexpr int64_t kGemmMinColumnsF16 = 128;
 constexpr int64_t kGemmMinColumnsQuant = 512;
 
+std::optional<int64_t>& gemm_env_columns() {
+  static std::optional<int64_t> columns = env_int("TESSERA_OPENCL_GEMM_MIN_N", 0, INT64_MAX);
+  return columns;
+}
+
+std::optional<int64_t>& gemm_set_columns() {
+  static std::optional<int64_t> columns;
+  return columns;
+}
+
 int64_t gemm_min_columns(DType weights) {
-  if (const char* env = std::getenv("TESSERA_OPENCL_GEMM_MIN_N"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long long v = std::strtoll(env, &end, 10);
-    if (*end == '\0' && v >= 0) return static_cast<int64_t>(v);
-  }
+  if (const auto& v = gemm_set_columns()) return *v;
+  if (const auto& v = gemm_env_columns()) return *v;
   if (is_quantized(weights)) return kGemmMinColumnsQuant;
   return weights == DType::F32 ? kGemmMinColumnsF32 : kGemmMinColumnsF16;
 }
@@ -279,6 +287,11 @@ void run_mul_mat(const device::OpContext& ctx, Tensor& node) {
 
 }  // namespace
 
-void register_mul_mat(device::OpLibrary& lib) { lib.set(Op::MulMat, {&supports_mul_mat, &run_mul_mat}); }
+void register_mul_mat(device::OpLibrary& lib) {
+  (void)gemm_env_columns();  // read the knob (and warn about junk) when the library is made, not mid-run
+  lib.set(Op::MulMat, {&supports_mul_mat, &run_mul_mat});
+}
+
+void set_gemm_min_columns(std::optional<int64_t> columns) { gemm_set_columns() = columns; }
 
 }  // namespace tessera::opencl
