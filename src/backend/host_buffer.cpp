@@ -56,8 +56,12 @@ BufferType& host_buffer_type() {
 }
 
 void Buffer::place(Tensor& t, size_t offset) {
-  TESSERA_ASSERT(t.view_src == nullptr);
-  if (offset + type().alloc_size(t) > size())
+  // A public entry point: a view (whose memory is its source's) is the caller's mistake, not ours.
+  if (t.view_src != nullptr)
+    raise(ErrorCode::InvalidArgument, "{}: tensor {} is a view of {}; place its source instead",
+          type().name(), t.describe(), t.view_src->describe());
+  const size_t bytes = type().alloc_size(t);
+  if (offset > size() || bytes > size() - offset)
     raise(ErrorCode::InvalidArgument, "{}: tensor {} at offset {} does not fit in a buffer of {} bytes",
           type().name(), t.describe(), offset, size());
   t.buffer = this;
