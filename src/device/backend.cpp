@@ -67,27 +67,6 @@ class DeviceEvent final : public Event {
 
 }  // namespace
 
-void OpContext::check_async(const void* src, size_t size, std::function<void(const void*)> check) const {
-  TESSERA_ASSERT(size > 0 && size <= 64 && backend != nullptr);
-  ScratchPool* staging = &backend->staging();
-  void* host = staging->allocate(size);
-  try {
-    runtime->copy_d2h_async(*stream, host, src, size);
-  } catch (...) {
-    staging->release(host, size);
-    throw;
-  }
-  backend->host_func(node, [host, size, staging, check = std::move(check)] {
-    struct Release {
-      ScratchPool* pool;
-      void* ptr;
-      size_t size;
-      ~Release() { pool->release(ptr, size); }
-    } release{staging, host, size};
-    check(host);
-  });
-}
-
 DeviceBackend::DeviceBackend(Device& device, Runtime& runtime, int index, const OpLibrary& ops)
     : device_(&device),
       runtime_(&runtime),
@@ -155,8 +134,8 @@ void DeviceBackend::compute(Graph& graph) {
     ctx.device = index_;
     ctx.stream = stream_.get();
     ctx.pool = pool_.get();
+    ctx.staging = staging_.get();
     ctx.node = node;
-    ctx.backend = this;
     try {
       ops_->run(ctx, *node);
     } catch (const Error& e) {
@@ -180,16 +159,7 @@ void DeviceBackend::checkpoint(const Tensor& node) {
 }
 
 void DeviceBackend::host_func(const Tensor* node, std::function<void()> fn) {
-  std::string where = node != nullptr ? label(*node) : name();
-  runtime_->launch_host_func(*stream_, [fn = std::move(fn), where = std::move(where)] {
-    try {
-      fn();
-    } catch (const Error& e) {
-      throw Error(e.code(), fmt::format("{}: {}", where, e.what()));
-    } catch (const std::exception& e) {
-      throw Error(ErrorCode::DeviceError, fmt::format("{}: {}", where, e.what()));
-    }
-  });
+  launch_labeled_host_func(*runtime_, *stream_, node != nullptr ? label(*node) : name(), std::move(fn));
 }
 
 void DeviceBackend::release_after_stream(void* ptr, size_t size) {
@@ -229,7 +199,7 @@ void DeviceBackend::set_async(Tensor& t, const void* src, size_t offset, size_t 
     return;
   }
   check_on_device(t, "tensor");
-  if (!has_device_layout(t.type)) {
+  if (!ops_->weight_format().split(t.type)) {
     runtime_->copy_h2d_async(*stream_, static_cast<char*>(t.data) + offset, src, size);
     return;
   }
@@ -258,7 +228,7 @@ void DeviceBackend::get_async(const Tensor& t, void* dst, size_t offset, size_t 
     return;
   }
   check_on_device(t, "tensor");
-  if (!has_device_layout(t.type)) {
+  if (!ops_->weight_format().split(t.type)) {
     runtime_->copy_d2h_async(*stream_, dst, static_cast<const char*>(t.data) + offset, size);
     return;
   }
@@ -297,7 +267,8 @@ bool DeviceBackend::copy_async(const Tensor& src, Tensor& dst) {
   }
   const DeviceBuffer* from = device_buffer_of(src);
   if (from == nullptr || &from->runtime() != runtime_) return false;
-  if (has_device_layout(src.type) && (src.view_src != nullptr || dst.view_src != nullptr)) return false;
+  if (ops_->weight_format().split(src.type) && (src.view_src != nullptr || dst.view_src != nullptr))
+    return false;
   const int sdev = from->device_index();
   if (sdev != index_ && !runtime_->can_access_peer(index_, sdev)) return false;
   runtime_->copy_d2d_async(*stream_, dst.data, sdev, src.data, n);

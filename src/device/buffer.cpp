@@ -58,8 +58,8 @@ class PinnedBuffer final : public Buffer {
 
 // ---------------------------------------------------------------- device buffer type
 
-DeviceBufferType::DeviceBufferType(Runtime& runtime, int device, Device* owner)
-    : runtime_(&runtime), device_(device), owner_(owner) {}
+DeviceBufferType::DeviceBufferType(Runtime& runtime, int device, Device* owner, const WeightFormat& format)
+    : runtime_(&runtime), device_(device), owner_(owner), format_(format) {}
 
 std::string DeviceBufferType::name() const { return runtime_->properties(device_).name; }
 
@@ -74,17 +74,16 @@ size_t DeviceBufferType::alignment() const {
 
 size_t DeviceBufferType::max_size() const { return runtime_->properties(device_).max_allocation; }
 
-size_t DeviceBufferType::alloc_size(const Tensor& t) const {
-  size_t bytes = t.nbytes();
-  if (is_quantized(t.type) && t.ne[0] % kRowPadding != 0)
-    bytes += row_bytes(t.type, kRowPadding - t.ne[0] % kRowPadding);
-  return bytes;
-}
+size_t DeviceBufferType::alloc_size(const Tensor& t) const { return format_.alloc_size(t); }
 
 // ---------------------------------------------------------------- device buffer
 
 DeviceBuffer::DeviceBuffer(DeviceBufferType& type, size_t size, void* memory)
-    : Buffer(type, size), runtime_(&type.runtime()), device_(type.device_index()), memory_(memory) {}
+    : Buffer(type, size),
+      runtime_(&type.runtime()),
+      device_(type.device_index()),
+      format_(&type.weight_format()),
+      memory_(memory) {}
 
 DeviceBuffer::~DeviceBuffer() { runtime_->free(device_, memory_); }
 
@@ -97,7 +96,7 @@ void DeviceBuffer::init_tensor(Tensor& t) {
 void DeviceBuffer::set(Tensor& t, const void* src, size_t offset, size_t size) {
   check_range(t, offset, size, "set");
   if (size == 0) return;
-  if (!has_device_layout(t.type)) {
+  if (!format_->split(t.type)) {
     runtime_->copy_h2d(device_, at(t.data, offset), src, size);
     return;
   }
@@ -120,7 +119,7 @@ void DeviceBuffer::set(Tensor& t, const void* src, size_t offset, size_t size) {
 void DeviceBuffer::get(const Tensor& t, void* dst, size_t offset, size_t size) const {
   check_range(t, offset, size, "get");
   if (size == 0) return;
-  if (!has_device_layout(t.type)) {
+  if (!format_->split(t.type)) {
     runtime_->copy_d2h(device_, dst, at(t.data, offset), size);
     return;
   }
@@ -150,8 +149,9 @@ bool DeviceBuffer::copy_from(const Tensor& src, Tensor& dst) {
   }
   DeviceBuffer* from = device_buffer_of(src);
   if (from == nullptr || &from->runtime() != runtime_) return false;
+
   const int sdev = from->device_index();
-  if (has_device_layout(src.type) && (src.view_src != nullptr || dst.view_src != nullptr)) {
+  if (format_->split(src.type) && (src.view_src != nullptr || dst.view_src != nullptr)) {
     // A view's blocks are not one byte range of the layout: convert through the host.
     std::vector<char> staging(n);
     from->get(src, staging.data(), 0, n);

@@ -5,33 +5,35 @@
 #include <memory>
 #include <string>
 
+#include "device/layout.h"
 #include "device/runtime.h"
 #include "tessera/buffer.h"
 
 namespace tessera::device {
 
-// Quantized rows are padded to a multiple of this many elements (zeroed padding), so kernels may
-// read whole 512-element tiles.
-inline constexpr int64_t kRowPadding = 512;
-
+// Weights are stored in the weight format of the device's op library: ggml blocks, or the split
+// layout, plus the format's row-padding slack after each quantized tensor (see WeightFormat).
 class DeviceBufferType final : public BufferType {
  public:
-  DeviceBufferType(Runtime& runtime, int device, Device* owner);
+  DeviceBufferType(Runtime& runtime, int device, Device* owner, const WeightFormat& format);
   std::string name() const override;
   // Throws Error(OutOfMemory) naming the size in MiB, the device and its free memory.
   std::unique_ptr<Buffer> allocate(size_t size) override;
   size_t alignment() const override;  // max(128, the device's base-address alignment)
   size_t max_size() const override;
+  // The tensor's bytes plus the weight format's slack after quantized tensors.
   size_t alloc_size(const Tensor& t) const override;
   bool is_host() const override { return false; }
   Device* device() const override { return owner_; }
   Runtime& runtime() const noexcept { return *runtime_; }
   int device_index() const noexcept { return device_; }
+  const WeightFormat& weight_format() const noexcept { return format_; }
 
  private:
   Runtime* runtime_;
   int device_;
   Device* owner_;
+  WeightFormat format_;
 };
 
 class DeviceBuffer final : public Buffer {
@@ -39,9 +41,9 @@ class DeviceBuffer final : public Buffer {
   DeviceBuffer(DeviceBufferType& type, size_t size, void* memory);
   ~DeviceBuffer() override;
   void* base() const override { return memory_; }
-  // Zeroes the padding after a quantized tensor.
+  // Zeroes the slack after a quantized tensor.
   void init_tensor(Tensor& t) override;
-  // Byte ranges of the ggml image; Q4_0/Q8_0 convert to and from the device layout (whole blocks).
+  // Byte ranges of the ggml image; types in the split layout convert to and from it (whole blocks).
   void set(Tensor& t, const void* src, size_t offset, size_t size) override;
   void get(const Tensor& t, void* dst, size_t offset, size_t size) const override;
   // From host memory, this device, a peer device, or (staged through pinned memory) another device
@@ -50,10 +52,12 @@ class DeviceBuffer final : public Buffer {
   void clear(uint8_t value) override;
   Runtime& runtime() const noexcept { return *runtime_; }
   int device_index() const noexcept { return device_; }
+  const WeightFormat& weight_format() const noexcept { return *format_; }
 
  private:
   Runtime* runtime_;
   int device_;
+  const WeightFormat* format_;  // the buffer type's
   void* memory_;
 };
 

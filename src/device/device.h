@@ -21,6 +21,9 @@ class AcceleratorDevice final : public Device {
   std::unique_ptr<Backend> make_backend() override;
   Runtime& runtime() const noexcept { return *runtime_; }
   int index() const noexcept { return index_; }
+  const OpLibrary& ops() const noexcept { return *ops_; }
+  // How this device stores weights (its op library's choice).
+  const WeightFormat& weight_format() const noexcept { return ops_->weight_format(); }
 
  private:
   std::shared_ptr<Runtime> runtime_;

@@ -99,7 +99,22 @@ void for_blocks(int64_t n, Fn fn) {
 
 }  // namespace
 
-bool has_device_layout(DType type) noexcept { return type == DType::Q4_0 || type == DType::Q8_0; }
+bool has_split_layout(DType type) noexcept { return type == DType::Q4_0 || type == DType::Q8_0; }
+
+size_t WeightFormat::alloc_size(const Tensor& t) const noexcept {
+  size_t bytes = t.nbytes();
+  if (row_padding > 1 && is_quantized(t.type) && t.ne[0] % row_padding != 0)
+    bytes += row_bytes(t.type, row_padding - t.ne[0] % row_padding);
+  return bytes;
+}
+
+WeightFormat WeightFormat::split_q4_q8() noexcept {
+  WeightFormat f;
+  f.layout[static_cast<size_t>(DType::Q4_0)] = BlockLayout::Split;
+  f.layout[static_cast<size_t>(DType::Q8_0)] = BlockLayout::Split;
+  f.row_padding = 512;
+  return f;
+}
 
 size_t layout_quant_bytes(DType type) noexcept {
   switch (type) {
@@ -113,7 +128,7 @@ size_t layout_quant_bytes(DType type) noexcept {
 }
 
 void to_device_layout(DType type, const void* blocks, int64_t nblocks, void* quants, void* scales) {
-  TESSERA_ASSERT(has_device_layout(type));
+  TESSERA_ASSERT(has_split_layout(type));
   auto* q = static_cast<uint8_t*>(quants);
   auto* s = static_cast<uint16_t*>(scales);
   if (type == DType::Q4_0) {
@@ -126,7 +141,7 @@ void to_device_layout(DType type, const void* blocks, int64_t nblocks, void* qua
 }
 
 void from_device_layout(DType type, const void* quants, const void* scales, int64_t nblocks, void* blocks) {
-  TESSERA_ASSERT(has_device_layout(type));
+  TESSERA_ASSERT(has_split_layout(type));
   const auto* q = static_cast<const uint8_t*>(quants);
   const auto* s = static_cast<const uint16_t*>(scales);
   if (type == DType::Q4_0) {
@@ -151,7 +166,7 @@ const Tensor& layout_root(const Tensor& t) {
 }  // namespace
 
 LayoutRange layout_range(const Tensor& t, size_t offset, size_t size) {
-  TESSERA_ASSERT(has_device_layout(t.type));
+  TESSERA_ASSERT(has_split_layout(t.type));
   const Tensor& root = layout_root(t);
   const size_t bb = traits(t.type).block_bytes, qb = layout_quant_bytes(t.type);
   const size_t start = (t.view_src != nullptr ? t.view_offset : 0) + offset;

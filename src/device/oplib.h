@@ -3,32 +3,39 @@
 // One entry per op (supports + run); a runtime fills the table one op family at a time
 // (src/<runtime>/ops/<family>.cpp). Entries enqueue work on the context's stream and return
 // without waiting; node memory and source memory are device addresses on the context's device.
+// The library also declares the weight format its kernels read (device buffers store weights in it).
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <string>
 
+#include "device/layout.h"
 #include "device/pool.h"
 #include "device/runtime.h"
 #include "tessera/tensor.h"
 
 namespace tessera::device {
 
-class DeviceBackend;
-
 // What an op sees while it runs: the device, its stream, scratch memory, and deferred host checks.
 struct OpContext {
   Runtime* runtime = nullptr;
   int device = 0;
   Stream* stream = nullptr;
-  ScratchPool* pool = nullptr;  // op temporaries: Scratch s(*ctx.pool, bytes)
+  ScratchPool* pool = nullptr;     // op temporaries: Scratch s(*ctx.pool, bytes)
+  ScratchPool* staging = nullptr;  // pinned host memory (check_async's copies)
   const Tensor* node = nullptr;
-  DeviceBackend* backend = nullptr;
 
   // Copies `size` (<= 64) bytes at device address src once the work enqueued so far is done and
   // calls check(host copy) on the host, without blocking. An Error check throws surfaces at the
   // backend's next synchronize (or event wait), naming this op and node.
   void check_async(const void* src, size_t size, std::function<void(const void*)> check) const;
+  // "OpenCL0: GET_ROWS (node ...)": how errors of this op are named.
+  std::string label() const;
 };
+
+// Runs fn in stream order (Runtime::launch_host_func); an exception it throws becomes an Error
+// whose message starts with `where`.
+void launch_labeled_host_func(Runtime& runtime, Stream& stream, std::string where, std::function<void()> fn);
 
 struct OpEntry {
   // nullptr = the op is not supported at all; else true when this node's types/layouts are.
@@ -49,8 +56,13 @@ class OpLibrary {
   void run(const OpContext& ctx, Tensor& node) const { table_[static_cast<size_t>(node.op)].run(ctx, node); }
   void set(Op op, OpEntry entry) { table_[static_cast<size_t>(op)] = entry; }
 
+  // How the kernels read weights (native ggml blocks unless the library says otherwise).
+  const WeightFormat& weight_format() const noexcept { return format_; }
+  void set_weight_format(const WeightFormat& format) noexcept { format_ = format; }
+
  private:
   std::array<OpEntry, kOpCount> table_{};
+  WeightFormat format_ = WeightFormat::native();
 };
 
 }  // namespace tessera::device

@@ -14,14 +14,6 @@
 
 namespace tessera::device {
 
-struct Capabilities {
-  bool async = false;        // copies and kernels run asynchronously on streams
-  bool events = false;       // events order work across streams (and devices)
-  bool peer_copy = false;    // some device pairs copy device-to-device (see can_access_peer)
-  bool host_pinned = false;  // host_alloc returns memory the device transfers from fast
-  bool host_funcs = false;   // launch_host_func runs host code in stream order without blocking
-};
-
 struct DeviceProperties {
   std::string name;         // "OpenCL0"
   std::string description;  // "vendor device (driver version)"
@@ -29,7 +21,6 @@ struct DeviceProperties {
   size_t total_memory = 0;
   size_t base_alignment = 128;       // alignment of allocate()'s result, in bytes
   size_t max_allocation = SIZE_MAX;  // largest single allocation
-  size_t vmm_granularity = 0;        // 0 = no virtual memory
 };
 
 // An in-order queue on one device (RAII: destroying it waits for its work).
@@ -85,18 +76,18 @@ class Runtime {
  public:
   virtual ~Runtime() = default;
   virtual std::string name() const = 0;  // "OpenCL"
-  virtual Capabilities capabilities() const = 0;
 
   // ---- devices ----
   virtual int device_count() const = 0;
   virtual const DeviceProperties& properties(int device) const = 0;
   virtual size_t free_memory(int device) const = 0;
-  // True when device `dst` can copy from (and wait for events of) device `src` directly.
+  // True when device `dst` can copy from device `src` directly (copy_d2d, copy_d2d_async) with no
+  // further setup: a vendor that must enable peer access does so before answering true.
   virtual bool can_access_peer(int dst, int src) const = 0;
-  virtual void enable_peer_access(int dst, int src) {}
 
   // ---- memory ----
-  // Throws Error(OutOfMemory) naming the size in MiB, the device and its free memory.
+  // Throws Error(OutOfMemory) naming the size in MiB, the device and its free memory. allocate(0)
+  // returns a distinct address that free accepts (as allocate(1) would).
   virtual void* allocate(int device, size_t size) = 0;
   virtual void free(int device, void* ptr) noexcept = 0;
   // Pinned host memory (a plain host pointer) that `device` transfers from and to fast.

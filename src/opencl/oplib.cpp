@@ -20,6 +20,7 @@ void register_views(device::OpLibrary& lib) {
 
 std::shared_ptr<const device::OpLibrary> make_op_library() {
   auto lib = std::make_shared<device::OpLibrary>();
+  lib->set_weight_format(weight_format());
   register_views(*lib);
   register_copy(*lib);
   register_get_rows(*lib);
@@ -34,6 +35,11 @@ std::shared_ptr<const device::OpLibrary> make_op_library() {
   register_rope(*lib);
   register_mul_mat(*lib);
   return lib;
+}
+
+const device::WeightFormat& weight_format() {
+  static const device::WeightFormat format = device::WeightFormat::split_q4_q8();
+  return format;
 }
 
 OpenClRuntime& runtime_of(const device::OpContext& ctx) { return static_cast<OpenClRuntime&>(*ctx.runtime); }
@@ -53,7 +59,7 @@ TensorArg tensor_arg(const device::OpContext& ctx, const Tensor& t) {
     a.ne.s[d] = t.ne[static_cast<size_t>(d)];
     a.nb.s[d] = t.nb[static_cast<size_t>(d)];
   }
-  if (device::has_device_layout(t.type)) {
+  if (weight_format().split(t.type)) {
     const auto q = device::quant_addresses(t);
     const ClAddress quants = address_arg(ctx, q.quants, 0);
     const ClAddress scales = address_arg(ctx, q.scales, 0);

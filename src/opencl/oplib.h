@@ -16,6 +16,8 @@ namespace tessera::opencl {
 
 // Every op this library computes (the device-independent table).
 std::shared_ptr<const device::OpLibrary> make_op_library();
+// What the kernels read: Q4_0 and Q8_0 in the split layout, rows padded to 512 elements of slack.
+const device::WeightFormat& weight_format();
 
 // ---- families (one file each) ----
 void register_views(device::OpLibrary& lib);     // NONE, RESHAPE, VIEW, PERMUTE, TRANSPOSE (oplib.cpp)

@@ -237,7 +237,6 @@ void OpenClRuntime::enumerate() {
       p.total_memory = device_value<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
       p.base_alignment = std::max<size_t>(1, device_value<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
       p.max_allocation = device_value<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
-      p.vmm_granularity = 0;  // OpenCL has no virtual memory
       const std::string extensions = device_string(id, CL_DEVICE_EXTENSIONS);
       d->amd_free_memory = extensions.find("cl_amd_device_attribute_query") != std::string::npos;
       // Exact f32 division where the device offers it (the quantizers divide).
@@ -272,18 +271,6 @@ void OpenClRuntime::enumerate() {
     check(e, d->props.name, "clCreateCommandQueue");
     log(LogLevel::Debug, fmt::format("OpenCL: {} = {}", d->props.name, d->props.description));
   }
-}
-
-device::Capabilities OpenClRuntime::capabilities() const {
-  device::Capabilities c;
-  c.async = true;
-  c.events = true;
-  c.host_pinned = true;
-  c.host_funcs = true;
-  for (int a = 0; a < device_count(); ++a)
-    for (int b = 0; b < device_count(); ++b)
-      if (a != b && can_access_peer(a, b)) c.peer_copy = true;
-  return c;
 }
 
 OpenClRuntime::Device& OpenClRuntime::dev(int device) {

@@ -56,7 +56,6 @@ class OpenClRuntime final : public device::Runtime {
   ~OpenClRuntime() override;
 
   std::string name() const override { return "OpenCL"; }
-  device::Capabilities capabilities() const override;
   int device_count() const override { return static_cast<int>(devices_.size()); }
   const device::DeviceProperties& properties(int device) const override;
   size_t free_memory(int device) const override;
