@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "cpu/device.h"
+#include "host/register.h"
 #include "opencl/register.h"
 #include "tessera/cpu.h"
 #include "tessera/device.h"
@@ -24,6 +25,7 @@ Registry::Registry() {
   // The CPU is always first; each vendor runtime adds the devices it discovers.
   devices_.push_back(cpu::make_cpu_device());
   opencl::register_devices(devices_);
+  host::register_devices(devices_);  // only when TESSERA_HOST_DEVICES asks for them
 }
 
 Registry& Registry::instance() {
