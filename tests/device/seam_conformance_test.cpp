@@ -44,6 +44,9 @@ struct RuntimeUnderTest {
   std::vector<device::AcceleratorDevice*> devices;
 };
 
+// Test names and failure messages show the runtime's name.
+void PrintTo(const RuntimeUnderTest& r, std::ostream* os) { *os << r.name; }
+
 // Every runtime behind the seam with its registered devices, in registry order.
 std::vector<RuntimeUnderTest> runtimes_present() {
   std::vector<RuntimeUnderTest> out;
