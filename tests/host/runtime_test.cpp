@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <thread>
 
 #include "device/backend.h"
 #include "device/device.h"
@@ -97,6 +98,30 @@ TEST(HostRuntime, AWaitCarriesTheRecordingStreamsErrorToTheWaiter) {
   rt.copy_d2h(1, back, mem, 16);
   EXPECT_EQ(back[15], 1);
   rt.free(1, mem);
+}
+
+TEST(HostRuntime, AnEventIsPendingUntilTheWorkBeforeItIsDone) {
+  // Host functions run on the stream's worker, never on the enqueuing thread: a gate can hold them.
+  HostRuntime rt(options(2));
+  auto s0 = rt.create_stream(0);
+  auto s1 = rt.create_stream(1);
+  auto ev = rt.create_event(0);
+  std::promise<void> gate;
+  auto opened = gate.get_future().share();
+  std::atomic<int> observed{-1};
+  std::atomic<int> flag{0};
+  rt.launch_host_func(*s0, [opened] { opened.wait_for(std::chrono::seconds(20)); });
+  rt.launch_host_func(*s0, [&] { flag = 1; });
+  rt.event_record(*ev, *s0);
+  rt.stream_wait_event(*s1, *ev);
+  rt.launch_host_func(*s1, [&] { observed = flag.load(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(rt.event_query(*ev), EventStatus::Pending);
+  EXPECT_EQ(observed.load(), -1);  // device 1 waits
+  gate.set_value();
+  rt.stream_synchronize(*s1);
+  EXPECT_EQ(observed.load(), 1);
+  EXPECT_EQ(rt.event_query(*ev), EventStatus::Complete);
 }
 
 TEST(HostRuntime, AllocationsStopAtTheDevicesMemory) {

@@ -78,9 +78,9 @@ TEST_P(Offload, GivesTheCpuLogitsAndTokens) {
 INSTANTIATE_TEST_SUITE_P(Layers, Offload, testing::Values(2, 5, 99));
 
 TEST(OffloadCli, NglWithoutDevicesWarnsThenRunsOnTheCpu) {
-  // Hide every OpenCL device: -ngl must warn and fall back to the CPU, not fail.
+  // Hide every device (no OpenCL, no host devices): -ngl must warn and fall back to the CPU, not fail.
   const auto r = testing_support::run_cli("run -m " + kModel + " -p 'Once upon a time' -n 8 --temp 0 -ngl 5",
-                                          "TESSERA_OPENCL_DEVICES=no-such-device");
+                                          "TESSERA_OPENCL_DEVICES=no-such-device TESSERA_HOST_DEVICES=0");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("warning"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("CPU"), std::string::npos) << r.out;
