@@ -257,3 +257,21 @@ TEST(HostOpLibrary, AKernelReadsTheNodeAsItWasWhenEnqueued) {
   tensor_get(*sum, got, 0, sizeof got);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], av[i] + bv[i]) << i;
 }
+
+TEST(HostDevices, RunAStoryWithEveryLayerOnHost0AsTheCpuDoes) {
+  using testing_support::run_cli;
+  const std::string args = std::string("run -m ") + TESSERA_SHARED_DIR +
+                           "/models/stories260K.gguf -p 'Once upon a time' -n 40 --temp 0";
+  const auto cpu = run_cli(args);
+  const auto host = run_cli(args + " -ngl 99 --device Host0 --report", "TESSERA_HOST_DEVICES=2");
+  ASSERT_EQ(cpu.code, 0) << cpu.out;
+  ASSERT_EQ(host.code, 0) << host.out;
+  const std::string story =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, "
+      "she "
+      "saw a big, red ball.";
+  EXPECT_NE(cpu.out.find(story), std::string::npos) << cpu.out;
+  EXPECT_NE(host.out.find(story), std::string::npos) << host.out;
+  EXPECT_NE(host.out.find("Host0 — "), std::string::npos) << host.out;  // the layers ran there
+  EXPECT_NE(host.out.find("no CPU fallbacks"), std::string::npos) << host.out;
+}
