@@ -11,6 +11,7 @@
 #include "tessera/error.h"
 #include "tessera/graph.h"
 #include "tessera/log.h"
+#include "tessera/op_batch.h"
 #include "tessera/ops.h"
 #include "tessera/quant.h"
 #include "tessera/tensor.h"

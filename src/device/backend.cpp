@@ -7,6 +7,7 @@
 #include "core/env.h"
 #include "device/layout.h"
 #include "tessera/log.h"
+#include "tessera/op_batch.h"
 
 namespace tessera::device {
 namespace {
@@ -105,7 +106,8 @@ std::string DeviceBackend::label(const Tensor& node) const {
 bool DeviceBackend::supports(const Tensor& op) const { return ops_->supports(op); }
 
 bool DeviceBackend::wants_offload(const Tensor& op) const {
-  return op.ne[1] >= min_batch_ && op.op != Op::GetRows;
+  const int64_t batch = op_batch_size(op);
+  return batch > 0 && batch >= min_batch_;
 }
 
 void DeviceBackend::check_on_device(const Tensor& t, const char* what) const {

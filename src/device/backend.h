@@ -25,7 +25,8 @@ class DeviceBackend final : public Backend {
   Device& device() const override { return *device_; }
   void compute(Graph& graph) override;
   bool supports(const Tensor& op) const override;
-  // ne[1] >= TESSERA_OFFLOAD_MIN_BATCH (default 32), and not GET_ROWS.
+  // op_batch_size(op) >= TESSERA_OFFLOAD_MIN_BATCH (default 32); never for a batch of 0
+  // (GET_ROWS, views).
   bool wants_offload(const Tensor& op) const override;
 
   void set_async(Tensor& t, const void* src, size_t offset, size_t size) override;

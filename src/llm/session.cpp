@@ -144,7 +144,7 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
   out.clear();
   if (!wants_logits) return;
   out.resize(static_cast<size_t>(logits->nelements()));
-  tensor_get(*logits, out.data(), 0, out.size() * sizeof(float));
+  tensor_get(scheduler_ ? scheduler_->result(*logits) : *logits, out.data(), 0, out.size() * sizeof(float));
 }
 
 void Session::apply_k_shift() {

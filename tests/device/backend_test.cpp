@@ -197,19 +197,35 @@ TEST(DeviceBackend, SupportsTheDataMovementOpsOfEveryType) {
 TEST(DeviceBackend, OffloadPolicyFollowsTheBatchSize) {
   Device& dev = test::opencl_device(0);
   Context ctx;
-  Tensor* small = ops::cont(ctx, ctx.new_tensor(DType::F32, 64, 31));
-  Tensor* batch = ops::cont(ctx, ctx.new_tensor(DType::F32, 64, 32));
+  Tensor* small = ops::rms_norm(ctx, ctx.new_tensor(DType::F32, 64, 31), 1e-5f);
+  Tensor* batch = ops::rms_norm(ctx, ctx.new_tensor(DType::F32, 64, 32), 1e-5f);
   Tensor* rows = ops::get_rows(ctx, ctx.new_tensor(DType::F32, 64, 100), ctx.new_tensor(DType::I32, 64));
   {
     auto backend = dev.make_backend();
     EXPECT_FALSE(backend->wants_offload(*small));
     EXPECT_TRUE(backend->wants_offload(*batch));
     EXPECT_FALSE(backend->wants_offload(*rows));  // ne1 = 64, but GET_ROWS stays with its table
+    // ROPE's batch is its tokens (ne[2]), not its heads (ne[1]): one token of a 32-head model
+    // stays, a 32-token prompt of a 4-head model goes.
+    ops::RopeParams rp;
+    rp.n_dims = 64;
+    Tensor* rope_one =
+        ops::rope(ctx, ctx.new_tensor(DType::F32, 64, 32, 1), ctx.new_tensor(DType::I32, 1), nullptr, rp);
+    Tensor* rope_prompt =
+        ops::rope(ctx, ctx.new_tensor(DType::F32, 64, 4, 32), ctx.new_tensor(DType::I32, 32), nullptr, rp);
+    EXPECT_FALSE(backend->wants_offload(*rope_one));
+    EXPECT_TRUE(backend->wants_offload(*rope_prompt));
+    // MUL_MAT's batch is b's columns.
+    Tensor* w = ctx.new_tensor(DType::F32, 64, 128);
+    EXPECT_FALSE(backend->wants_offload(*ops::mul_mat(ctx, w, ctx.new_tensor(DType::F32, 64, 1))));
+    EXPECT_TRUE(backend->wants_offload(*ops::mul_mat(ctx, w, ctx.new_tensor(DType::F32, 64, 32))));
   }
   setenv("TESSERA_OFFLOAD_MIN_BATCH", "4", 1);
   auto backend = dev.make_backend();
   unsetenv("TESSERA_OFFLOAD_MIN_BATCH");
   EXPECT_TRUE(backend->wants_offload(*small));
-  EXPECT_TRUE(backend->wants_offload(*ops::cont(ctx, ctx.new_tensor(DType::F32, 64, 4))));
-  EXPECT_FALSE(backend->wants_offload(*ops::cont(ctx, ctx.new_tensor(DType::F32, 64, 3))));
+  EXPECT_TRUE(backend->wants_offload(*ops::rms_norm(ctx, ctx.new_tensor(DType::F32, 64, 4), 1e-5f)));
+  EXPECT_FALSE(backend->wants_offload(*ops::rms_norm(ctx, ctx.new_tensor(DType::F32, 64, 3), 1e-5f)));
+  // A copy has no batch: heads merged at one token ([8, 32 heads, 1]) stay, whatever ne[1] is.
+  EXPECT_FALSE(backend->wants_offload(*ops::cont(ctx, ctx.new_tensor(DType::F32, 8, 32, 1))));
 }

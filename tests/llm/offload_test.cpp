@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <regex>
 #include <string>
 
 #include "support/cli.h"
@@ -91,4 +92,97 @@ TEST(OffloadCli, UnknownDeviceIsAnError) {
   const auto r = testing_support::run_cli("run -m " + kModel + " -p hi -n 2 -ngl 2 --device NoSuchDevice");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("NoSuchDevice"), std::string::npos) << r.out;
+}
+
+namespace {
+
+// What the last graph copied between backends, from the report's split lines.
+struct Copies {
+  double kib = 0.0;
+  size_t weights = 0;
+  size_t device_splits = 0;
+  size_t device_weights = 0;  // weights copied into the device's splits
+};
+
+Copies copies_of(const std::string& report) {
+  static const std::regex line(R"(split \d+: (\S+) .* inputs copied \(([0-9.]+) KiB\), (\d+) weights)");
+  Copies c;
+  for (auto it = std::sregex_iterator(report.begin(), report.end(), line); it != std::sregex_iterator();
+       ++it) {
+    const auto& m = *it;
+    const size_t weights = std::stoul(m[3]);
+    c.kib += std::stod(m[2]);
+    c.weights += weights;
+    if (m[1] == "OpenCL0") {
+      ++c.device_splits;
+      c.device_weights += weights;
+    }
+  }
+  return c;
+}
+
+// 2 layers of 32 heads (head_dim 8): ROPE's ne[1] is 32 at every batch.
+SyntheticSpec thirty_two_heads() {
+  SyntheticSpec spec;
+  spec.n_embd = 256;
+  spec.n_layer = 2;
+  spec.n_head = 32;
+  spec.n_head_kv = 32;
+  spec.n_ff = 512;
+  spec.n_vocab = 320;
+  spec.n_ctx_train = 4096;
+  spec.type = DType::Q8_0;
+  return spec;
+}
+
+double relative_error(const std::vector<float>& want, const std::vector<float>& got) {
+  double err = 0.0, norm = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (double(want[i]) - got[i]) * (double(want[i]) - got[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return err / norm;
+}
+
+}  // namespace
+
+// Regression: wants_offload read ne[1] (the head count, 32) as ROPE's batch, so the CPU layer's
+// ROPE went to the device at batch 1 and pulled its attention, KV cache and weights after it:
+// about 4 MiB of cache and the layer's weights copied per token.
+TEST(OffloadBatch, OneLayerOfThirtyTwoHeadsOnTheDeviceCopiesNoWeightsPerToken) {
+  if (!has_device("OpenCL0")) GTEST_SKIP() << "no OpenCL0 on this machine";
+  auto cpu_model = Model::synthetic(thirty_two_heads());
+  LoadOptions lo;
+  lo.n_gpu_layers = 1;
+  lo.device = "OpenCL0";
+  auto dev_model = Model::synthetic(thirty_two_heads(), lo);
+  Session cpu(*cpu_model), dev(*dev_model);
+  const std::vector<Token> prompt{1, 2, 3, 4, 5};
+  EXPECT_LT(relative_error(cpu.decode(prompt), dev.decode(prompt)), 1e-5);
+  for (Token t : {7, 11, 13, 17}) {
+    const std::vector<float> want = cpu.decode(std::span<const Token>(&t, 1));
+    const std::vector<float>& got = dev.decode(std::span<const Token>(&t, 1));
+    EXPECT_LT(relative_error(want, got), 1e-5) << t;
+    const std::string report = dev.report();
+    const Copies c = copies_of(report);
+    EXPECT_GE(c.device_splits, 1u) << report;  // layer 1 runs there
+    EXPECT_EQ(c.weights, 0u) << report;
+    EXPECT_LT(c.kib, 1024.0) << report;
+  }
+}
+
+// A prompt batch of >= 32 tokens still sends the CPU layer's matmuls (host weights) to the device.
+TEST(OffloadBatch, APromptOfFortyTokensOffloadsMatMulsWithHostWeights) {
+  if (!has_device("OpenCL0")) GTEST_SKIP() << "no OpenCL0 on this machine";
+  auto cpu_model = Model::synthetic(thirty_two_heads());
+  LoadOptions lo;
+  lo.n_gpu_layers = 1;
+  lo.device = "OpenCL0";
+  auto dev_model = Model::synthetic(thirty_two_heads(), lo);
+  Session cpu(*cpu_model), dev(*dev_model);
+  std::vector<Token> prompt(40);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<Token>((i * 7 + 1) % 320);
+  EXPECT_LT(relative_error(cpu.decode(prompt, true), dev.decode(prompt, true)), 1e-5);
+  const std::string report = dev.report();
+  EXPECT_GE(copies_of(report).device_weights, 4u) << report;  // layer 0's q, k, v, o, ffn matrices
 }

@@ -95,7 +95,7 @@ void add_demo(CLI::App& app) {
         ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       }
       std::vector<float> result(static_cast<size_t>(out->nelements()));
-      tensor_get(*out, result.data(), 0, out->nbytes());
+      tensor_get(d->kind() == DeviceKind::Cpu ? *out : sched.result(*out), result.data(), 0, out->nbytes());
       double checksum = 0.0;
       for (size_t i = 0; i < result.size(); ++i) checksum += result[i] * static_cast<double>(i % 97);
       fmt::print(
