@@ -3,9 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <new>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "core/check.h"

@@ -7,17 +7,12 @@
 //
 // It lets the whole device layer (buffers, pools, DeviceBackend, the scheduler's device paths)
 // run and be tested without OpenCL, as devices Host0, Host1, ... (TESSERA_HOST_DEVICES=N).
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <shared_mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "device/runtime.h"
