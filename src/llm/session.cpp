@@ -139,8 +139,7 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
 
   compute(graph);
   last_shapes_.clear();
-  for (const Tensor* t : graph.nodes())
-    last_shapes_ += fmt::format("{}[{},{},{},{}] ", op_name(t->op), t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+  for (const Tensor* t : graph.nodes()) last_shapes_.emplace_back(t->op, t->ne);
   out.clear();
   if (!wants_logits) return;
   out.resize(static_cast<size_t>(logits->nelements()));
@@ -179,6 +178,13 @@ void Session::place_inputs(const std::vector<Tensor*>& inputs) {
     input_buffer_->place(*t, offset);
     offset += align_up(t->nbytes(), kInputAlign);
   }
+}
+
+std::string Session::last_graph_shapes() const {
+  std::string out;
+  for (const auto& [op, ne] : last_shapes_)
+    out += fmt::format("{}[{},{},{},{}] ", op_name(op), ne[0], ne[1], ne[2], ne[3]);
+  return out;
 }
 
 std::string Session::report() const { return scheduler_ ? scheduler_->report() : std::string(); }

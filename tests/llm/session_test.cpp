@@ -184,6 +184,7 @@ TEST_F(SessionTest, ShiftedPositionsAreReRoped) {
 TEST_F(SessionTest, GenerationGraphsKeepOneShape) {
   SessionOptions so;
   so.n_ctx = 512;
+  so.kv_pad = 256;
   Session s(*model_, so);
   s.decode(encode("Once upon a time"));
   s.decode(std::vector<Token>{300});
@@ -197,6 +198,19 @@ TEST_F(SessionTest, GenerationGraphsKeepOneShape) {
   while (s.n_past() < 256) s.decode(std::vector<Token>{300});
   s.decode(std::vector<Token>{300});
   EXPECT_NE(s.last_graph_shapes().find("SOFT_MAX[512,1,"), std::string::npos);
+
+  // The default pads to 32 cells: positions 5..31 share one shape, 32 starts the next.
+  Session d(*model_, SessionOptions{.n_ctx = 512});
+  d.decode(encode("Once upon a time"));
+  d.decode(std::vector<Token>{300});
+  const std::string block = d.last_graph_shapes();
+  EXPECT_NE(block.find("SOFT_MAX[32,1,"), std::string::npos) << block;
+  while (d.n_past() < 32) {
+    d.decode(std::vector<Token>{301});
+    ASSERT_EQ(d.last_graph_shapes(), block) << "at position " << d.n_past() - 1;
+  }
+  d.decode(std::vector<Token>{302});
+  EXPECT_NE(d.last_graph_shapes().find("SOFT_MAX[64,1,"), std::string::npos);
 }
 
 TEST_F(SessionTest, BadBatchesAreErrorsAndLeaveTheCacheAlone) {
