@@ -36,13 +36,14 @@ Session::Session(const Model& model, const SessionOptions& options)
     raise(ErrorCode::InvalidArgument, "KV padding must be positive, got {}", options_.kv_pad);
   cache_ = std::make_unique<KvCache>(model, n_ctx, options_.kv_type);
   cpu_ = std::make_unique<cpu::CpuBackend>(options.n_threads);
+  // The scheduler keeps a plan per graph shape (generation steps reuse it), on the CPU too.
+  std::vector<Backend*> backends;
   if (model.device() != nullptr) {
     device_backend_ = model.device()->make_backend();
-    scheduler_ = std::make_unique<Scheduler>(std::vector<Backend*>{device_backend_.get(), cpu_.get()});
-  } else {
-    // The Scheduler re-plans on every call today; a CPU-only session keeps its one allocator.
-    allocator_ = std::make_unique<GraphAllocator>(host_buffer_type());
+    backends.push_back(device_backend_.get());
   }
+  backends.push_back(cpu_.get());
+  scheduler_ = std::make_unique<Scheduler>(std::move(backends));
 }
 
 Session::~Session() = default;
@@ -143,7 +144,7 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
   out.clear();
   if (!wants_logits) return;
   out.resize(static_cast<size_t>(logits->nelements()));
-  tensor_get(scheduler_ ? scheduler_->result(*logits) : *logits, out.data(), 0, out.size() * sizeof(float));
+  tensor_get(scheduler_->result(*logits), out.data(), 0, out.size() * sizeof(float));
 }
 
 void Session::apply_k_shift() {
@@ -160,14 +161,7 @@ void Session::apply_k_shift() {
   cache_->k_shift_done();
 }
 
-void Session::compute(Graph& graph) {
-  if (scheduler_) {
-    scheduler_->compute(graph);
-  } else {
-    allocator_->allocate(graph);
-    cpu_->compute(graph);
-  }
-}
+void Session::compute(Graph& graph) { scheduler_->compute(graph); }
 
 void Session::place_inputs(const std::vector<Tensor*>& inputs) {
   size_t total = 0;
@@ -187,8 +181,8 @@ std::string Session::last_graph_shapes() const {
   return out;
 }
 
-std::string Session::report() const { return scheduler_ ? scheduler_->report() : std::string(); }
+std::string Session::report() const { return scheduler_->report(); }
 
-size_t Session::activation_bytes() const noexcept { return allocator_ ? allocator_->peak() : 0; }
+size_t Session::activation_bytes() const noexcept { return scheduler_->buffer_bytes(); }
 
 }  // namespace tessera::llm

@@ -190,10 +190,14 @@ TEST_F(SessionTest, GenerationGraphsKeepOneShape) {
   s.decode(std::vector<Token>{300});
   const std::string first = s.last_graph_shapes();
   EXPECT_NE(first.find("SOFT_MAX[256,1,"), std::string::npos) << first;  // padded to 256 cells
+  const uint64_t built = s.plans_built(), reused = s.plans_reused();
   for (Token t = 301; t < 340; ++t) {
     s.decode(std::vector<Token>{t});
     ASSERT_EQ(s.last_graph_shapes(), first) << "at position " << s.n_past() - 1;
   }
+  // ... so the scheduler planned once and reused that plan for every step.
+  EXPECT_EQ(s.plans_built(), built);
+  EXPECT_EQ(s.plans_reused(), reused + 39);
   // Past 256 cells the graph attends to 512.
   while (s.n_past() < 256) s.decode(std::vector<Token>{300});
   s.decode(std::vector<Token>{300});

@@ -1,6 +1,6 @@
 #pragma once
 // An inference session over a Model: its KV cache, and the evaluation of batches through the
-// model architecture's graph builder on the CPU or scheduled over the CPU and a device.
+// model architecture's graph builder, scheduled over the CPU and, when the model offloads, a device.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/allocator.h"
 #include "tessera/backend.h"
 #include "tessera/cpu.h"
 #include "tessera/llm/batch.h"
@@ -51,10 +50,13 @@ class Session {
   int64_t n_past() const { return cache_->seq_pos_max(0) + 1; }  // sequence 0's next position
   int64_t n_ctx() const noexcept { return cache_->size(); }
   void reset() { cache_->clear(); }
-  // Placement of the last graph (splits, copies, CPU fallbacks); empty without a device.
+  // Placement of the last graph (splits, copies, CPU fallbacks, plans built and reused).
   std::string report() const;
-  // Bytes of activation memory planned for the largest graph so far (CPU-only sessions).
+  // Bytes of memory the scheduler holds for intermediates and input copies.
   size_t activation_bytes() const noexcept;
+  // Graph plans made, and computes that reused one (generation steps of one shape reuse).
+  uint64_t plans_built() const noexcept { return scheduler_->plans_built(); }
+  uint64_t plans_reused() const noexcept { return scheduler_->plans_reused(); }
   // Every node of the last graph as "OP[ne0,ne1,ne2,ne3]": equal strings mean equal shapes.
   std::string last_graph_shapes() const;
 
@@ -73,7 +75,6 @@ class Session {
   std::unique_ptr<cpu::CpuBackend> cpu_;
   std::unique_ptr<Backend> device_backend_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<GraphAllocator> allocator_;
   std::unique_ptr<Buffer> input_buffer_;
   std::vector<float> logits_;
   std::vector<std::pair<Op, std::array<int64_t, 4>>> last_shapes_;
