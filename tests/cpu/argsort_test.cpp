@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "cpu/ref_ops_test_util.h"
+#include "support/tensor_data.h"
 #include "tessera/context.h"
 #include "tessera/ops.h"
 
@@ -12,9 +12,9 @@ namespace tessera {
 namespace {
 
 using test::compute;
-using test::elem;
-using test::elem_i32;
 using test::fill;
+using test::get;
+using test::get_i32;
 
 TEST(CpuArgsort, HandComputed) {
   Context ctx(true);
@@ -29,8 +29,8 @@ TEST(CpuArgsort, HandComputed) {
   const int32_t want_desc[2][4] = {{0, 2, 1, 3}, {1, 3, 0, 2}};
   for (int r = 0; r < 2; ++r)
     for (int i = 0; i < 4; ++i) {
-      EXPECT_EQ(elem_i32(*asc, i, r), want_asc[r][i]) << r << "," << i;
-      EXPECT_EQ(elem_i32(*desc, i, r), want_desc[r][i]) << r << "," << i;
+      EXPECT_EQ(get_i32(*asc, i, r), want_asc[r][i]) << r << "," << i;
+      EXPECT_EQ(get_i32(*desc, i, r), want_desc[r][i]) << r << "," << i;
     }
 }
 
@@ -40,12 +40,12 @@ void expect_sorts(const Tensor& a, const Tensor& idx, bool descending) {
     for (int64_t i2 = 0; i2 < a.ne[2]; ++i2)
       for (int64_t i1 = 0; i1 < a.ne[1]; ++i1) {
         std::vector<int32_t> perm;
-        for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) perm.push_back(elem_i32(idx, i0, i1, i2, i3));
+        for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) perm.push_back(get_i32(idx, i0, i1, i2, i3));
         std::vector<int32_t> sorted = perm;
         std::sort(sorted.begin(), sorted.end());
         for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) ASSERT_EQ(sorted[static_cast<size_t>(i0)], i0);
         for (size_t k = 1; k < perm.size(); ++k) {
-          const float prev = elem(a, perm[k - 1], i1, i2, i3), cur = elem(a, perm[k], i1, i2, i3);
+          const float prev = get(a, perm[k - 1], i1, i2, i3), cur = get(a, perm[k], i1, i2, i3);
           if (descending)
             EXPECT_GT(prev, cur);
           else
@@ -78,8 +78,8 @@ TEST(CpuArgsort, TiesKeepIndexOrderAndNanGoesLast) {
   const int32_t want_asc[6] = {5, 2, 4, 0, 3, 1};
   const int32_t want_desc[6] = {0, 3, 2, 4, 5, 1};
   for (int i = 0; i < 6; ++i) {
-    EXPECT_EQ(elem_i32(*asc, i), want_asc[i]) << i;
-    EXPECT_EQ(elem_i32(*desc, i), want_desc[i]) << i;
+    EXPECT_EQ(get_i32(*asc, i), want_asc[i]) << i;
+    EXPECT_EQ(get_i32(*desc, i), want_desc[i]) << i;
   }
 }
 

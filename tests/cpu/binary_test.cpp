@@ -6,14 +6,16 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/data_ops_test_util.h"
+#include "support/tensor_data.h"
+#include "tessera/context.h"
+#include "tessera/ops.h"
 
 namespace tessera {
 namespace {
 
-using dtest::compute;
-using dtest::fill;
-using dtest::values;
+using test::compute;
+using test::fill;
+using test::values;
 
 using Builder = Tensor* (*)(Context&, Tensor*, Tensor*);
 
@@ -69,15 +71,15 @@ TEST(CpuBinary, TilingPatternsMatchDoubleRecomputation) {
       Context ctx(true);
       Tensor* a = ctx.new_tensor(DType::F32, ne_a[0], ne_a[1], ne_a[2], ne_a[3]);
       Tensor* b = ctx.new_tensor(DType::F32, ne_b[0], ne_b[1], ne_b[2], ne_b[3]);
-      fill(a, dtest::random_values(a->nelements(), 1, -2.0f, 2.0f));
-      fill(b, dtest::random_values(b->nelements(), 2, 0.5f, 1.5f));
+      fill(a, test::random_values(a->nelements(), 1, -2.0f, 2.0f));
+      fill(b, test::random_values(b->nelements(), 2, 0.5f, 1.5f));
       Tensor* out = builders[op](ctx, a, b);
-      dtest::expect_same_bytes_everywhere(out);
-      dtest::for_each(*out, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3, size_t) {
-        const double x = dtest::get(*a, i0, i1, i2, i3);
-        const double y = dtest::get(*b, i0 % ne_b[0], i1 % ne_b[1], i2 % ne_b[2], i3 % ne_b[3]);
+      test::expect_same_bytes_everywhere(out);
+      test::for_each(*out, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3, size_t) {
+        const double x = test::get(*a, i0, i1, i2, i3);
+        const double y = test::get(*b, i0 % ne_b[0], i1 % ne_b[1], i2 % ne_b[2], i3 % ne_b[3]);
         const double r = op == 0 ? x + y : op == 1 ? x * y : x / y;
-        ASSERT_EQ(dtest::get(*out, i0, i1, i2, i3), static_cast<float>(r))
+        ASSERT_EQ(test::get(*out, i0, i1, i2, i3), static_cast<float>(r))
             << i0 << " " << i1 << " " << i2 << " " << i3;
       });
     }
@@ -87,18 +89,18 @@ TEST(CpuBinary, TilingPatternsMatchDoubleRecomputation) {
 TEST(CpuBinary, StridedOperands) {
   Context ctx(true);
   Tensor* sa = ctx.new_tensor(DType::F32, 4, 5);
-  fill(sa, dtest::iota(20));
+  fill(sa, test::iota(20));
   Tensor* a = ops::transpose(ctx, sa);  // [5, 4]: a[i0, i1] = 4 i0 + i1
   Tensor* big = ctx.new_tensor(DType::F32, 8, 2);
-  fill(big, dtest::iota(16, 100));
+  fill(big, test::iota(16, 100));
   // b = [5, 2] window of big starting at element 1: b[i0, i1] = 101 + i0 + 8 i1.
   Tensor* b = ops::view(ctx, big, {5, 2, 1, 1}, big->nb[1], big->nb[2], big->nb[3], 4);
   Tensor* out = ops::add(ctx, a, b);
   compute(out, 2);
   for (int64_t i1 = 0; i1 < 4; ++i1)
     for (int64_t i0 = 0; i0 < 5; ++i0)
-      EXPECT_EQ(dtest::get(*out, i0, i1), static_cast<float>(4 * i0 + i1 + 101 + i0 + 8 * (i1 % 2)));
-  dtest::expect_same_bytes_everywhere(out);
+      EXPECT_EQ(test::get(*out, i0, i1), static_cast<float>(4 * i0 + i1 + 101 + i0 + 8 * (i1 % 2)));
+  test::expect_same_bytes_everywhere(out);
 }
 
 TEST(CpuBinary, F16Mixes) {
@@ -129,12 +131,12 @@ TEST(CpuBinary, F16Mixes) {
 TEST(CpuBinary, BuildersRejectBadOperands) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F32, 4, 3);
-  dtest::expect_error([&] { ops::add(ctx, a, ctx.new_tensor(DType::F16, 4, 3)); }, "ADD");
-  dtest::expect_error([&] { ops::mul(ctx, a, ctx.new_tensor(DType::F32, 3, 3)); }, "MUL");
-  dtest::expect_error([&] { ops::div(ctx, ctx.new_tensor(DType::I32, 4), ctx.new_tensor(DType::I32, 4)); },
-                      "DIV");
-  dtest::expect_error([&] { ops::add(ctx, ctx.new_tensor(DType::BF16, 4), ctx.new_tensor(DType::BF16, 4)); },
-                      "ADD");
+  test::expect_error([&] { ops::add(ctx, a, ctx.new_tensor(DType::F16, 4, 3)); }, "ADD");
+  test::expect_error([&] { ops::mul(ctx, a, ctx.new_tensor(DType::F32, 3, 3)); }, "MUL");
+  test::expect_error([&] { ops::div(ctx, ctx.new_tensor(DType::I32, 4), ctx.new_tensor(DType::I32, 4)); },
+                     "DIV");
+  test::expect_error([&] { ops::add(ctx, ctx.new_tensor(DType::BF16, 4), ctx.new_tensor(DType::BF16, 4)); },
+                     "ADD");
 }
 
 }  // namespace

@@ -4,14 +4,16 @@
 
 #include <vector>
 
-#include "cpu/data_ops_test_util.h"
+#include "support/tensor_data.h"
+#include "tessera/context.h"
+#include "tessera/ops.h"
 
 namespace tessera {
 namespace {
 
-using dtest::compute;
-using dtest::fill;
-using dtest::values;
+using test::compute;
+using test::fill;
+using test::values;
 
 TEST(CpuConcat, HandComputedDims0And1) {
   Context ctx(true);
@@ -43,18 +45,18 @@ TEST(CpuConcat, EveryDimWithPermutedOperands) {
     Tensor* sb = ctx.new_tensor(DType::F32, nb[1], nb[0], nb[2], nb[3]);
     Tensor* a = ops::transpose(ctx, sa);
     Tensor* b = ops::transpose(ctx, sb);
-    fill(a, dtest::iota(a->nelements(), 1000));
-    fill(b, dtest::iota(b->nelements(), 2000));
+    fill(a, test::iota(a->nelements(), 1000));
+    fill(b, test::iota(b->nelements(), 2000));
     Tensor* out = ops::concat(ctx, a, b, dim);
     compute(out, 2);
-    dtest::for_each(*out, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3, size_t) {
+    test::for_each(*out, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3, size_t) {
       std::array<int64_t, 4> i{i0, i1, i2, i3};
       const bool from_a = i[dim] < na[dim];
       if (!from_a) i[dim] -= na[dim];
       const auto& ne = from_a ? na : nb;
       const float want = (from_a ? 1000.0f : 2000.0f) +
                          static_cast<float>(i[0] + ne[0] * (i[1] + ne[1] * (i[2] + ne[2] * i[3])));
-      EXPECT_EQ(dtest::get(*out, i0, i1, i2, i3), want) << i0 << " " << i1 << " " << i2 << " " << i3;
+      EXPECT_EQ(test::get(*out, i0, i1, i2, i3), want) << i0 << " " << i1 << " " << i2 << " " << i3;
     });
   }
 }
@@ -62,12 +64,12 @@ TEST(CpuConcat, EveryDimWithPermutedOperands) {
 TEST(CpuConcat, OtherTypesCopyExactly) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::I32, 2);
-  dtest::fill_i32(a, {16777217, 1});
+  test::fill_i32(a, {16777217, 1});
   Tensor* b = ctx.new_tensor(DType::I32, 1);
-  dtest::fill_i32(b, {-16777217});
+  test::fill_i32(b, {-16777217});
   Tensor* out = ops::concat(ctx, a, b, 0);
   compute(out);
-  EXPECT_EQ(dtest::values_i32(*out), (std::vector<int32_t>{16777217, 1, -16777217}));
+  EXPECT_EQ(test::values_i32(*out), (std::vector<int32_t>{16777217, 1, -16777217}));
   Tensor* h = ctx.new_tensor(DType::BF16, 2, 1);
   fill(h, {1.5f, -3.0f});
   Tensor* g = ctx.new_tensor(DType::BF16, 2, 1);
@@ -80,24 +82,24 @@ TEST(CpuConcat, OtherTypesCopyExactly) {
 TEST(CpuConcat, SameBytesForAnyThreadsAndKernels) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F32, 7, 5, 3, 2);
-  fill(a, dtest::random_values(a->nelements(), 1));
+  fill(a, test::random_values(a->nelements(), 1));
   for (int dim = 0; dim < 4; ++dim) {
     std::array<int64_t, 4> ne = a->ne;
     ne[dim] = 4;
     Tensor* b = ctx.new_tensor(DType::F32, ne[0], ne[1], ne[2], ne[3]);
-    fill(b, dtest::random_values(b->nelements(), 2 + static_cast<uint32_t>(dim)));
-    dtest::expect_same_bytes_everywhere(ops::concat(ctx, a, b, dim));
+    fill(b, test::random_values(b->nelements(), 2 + static_cast<uint32_t>(dim)));
+    test::expect_same_bytes_everywhere(ops::concat(ctx, a, b, dim));
   }
   Tensor* t = ops::transpose(ctx, ctx.new_tensor(DType::F32, 5, 7, 3, 2));
-  dtest::expect_same_bytes_everywhere(ops::concat(ctx, a, t, 2));
+  test::expect_same_bytes_everywhere(ops::concat(ctx, a, t, 2));
 }
 
 TEST(CpuConcat, BuilderRejectsBadOperands) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F32, 2, 3);
-  dtest::expect_error([&] { ops::concat(ctx, a, ctx.new_tensor(DType::F16, 2, 3), 0); }, "CONCAT");
-  dtest::expect_error([&] { ops::concat(ctx, a, ctx.new_tensor(DType::F32, 3, 3), 1); }, "CONCAT");
-  dtest::expect_error([&] { ops::concat(ctx, a, a, 4); }, "CONCAT");
+  test::expect_error([&] { ops::concat(ctx, a, ctx.new_tensor(DType::F16, 2, 3), 0); }, "CONCAT");
+  test::expect_error([&] { ops::concat(ctx, a, ctx.new_tensor(DType::F32, 3, 3), 1); }, "CONCAT");
+  test::expect_error([&] { ops::concat(ctx, a, a, 4); }, "CONCAT");
 }
 
 }  // namespace

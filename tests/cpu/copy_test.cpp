@@ -6,17 +6,21 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu/data_ops_test_util.h"
+#include "support/tensor_data.h"
+#include "tessera/context.h"
+#include "tessera/convert.h"
+#include "tessera/ops.h"
+#include "tessera/quant.h"
 
 namespace tessera {
 namespace {
 
-using dtest::compute;
-using dtest::expect_error;
-using dtest::expect_same_bytes_everywhere;
-using dtest::fill;
-using dtest::iota;
-using dtest::values;
+using test::compute;
+using test::expect_error;
+using test::expect_same_bytes_everywhere;
+using test::fill;
+using test::iota;
+using test::values;
 
 TEST(CpuCopy, DupOfContiguousF32) {
   Context ctx(true);
@@ -81,10 +85,10 @@ TEST(CpuCopy, DupKeepsEveryScalarTypeExactly) {
         << name(type);
   }
   Tensor* a = ctx.new_tensor(DType::I32, 3);
-  dtest::fill_i32(a, {16777217, -2147483647, 123});
+  test::fill_i32(a, {16777217, -2147483647, 123});
   Tensor* out = ops::dup(ctx, a);
   compute(out);
-  EXPECT_EQ(dtest::values_i32(*out), (std::vector<int32_t>{16777217, -2147483647, 123}));
+  EXPECT_EQ(test::values_i32(*out), (std::vector<int32_t>{16777217, -2147483647, 123}));
 }
 
 TEST(CpuCopy, CpyBetweenDifferentShapes) {
@@ -113,7 +117,7 @@ TEST(CpuCopy, CpyIntoTransposedDestination) {
   Tensor* out = ops::cpy(ctx, a, ops::transpose(ctx, big));  // big[i1, i0] = a[i0, i1]
   compute(out, 2);
   for (int64_t i1 = 0; i1 < 4; ++i1)
-    for (int64_t i0 = 0; i0 < 3; ++i0) EXPECT_EQ(dtest::get(*big, i1, i0), static_cast<float>(3 * i1 + i0));
+    for (int64_t i0 = 0; i0 < 3; ++i0) EXPECT_EQ(test::get(*big, i1, i0), static_cast<float>(3 * i1 + i0));
 }
 
 TEST(CpuCopy, CpyIntoRowViewLeavesTheRestAlone) {
@@ -166,16 +170,16 @@ TEST(CpuCopy, F32AndI32Conversions) {
   fill(a, {2.7f, -2.7f, 0.5f, 1e6f});
   Tensor* i = ctx.new_tensor(DType::I32, 4);
   compute(ops::cpy(ctx, a, i));
-  EXPECT_EQ(dtest::values_i32(*i), (std::vector<int32_t>{2, -2, 0, 1000000}));  // truncation
+  EXPECT_EQ(test::values_i32(*i), (std::vector<int32_t>{2, -2, 0, 1000000}));  // truncation
 
   Tensor* j = ctx.new_tensor(DType::I32, 3);
-  dtest::fill_i32(j, {123456, -7, 16777217});
+  test::fill_i32(j, {123456, -7, 16777217});
   Tensor* f = ctx.new_tensor(DType::F32, 3);
   compute(ops::cpy(ctx, j, f));
   EXPECT_EQ(values(*f), (std::vector<float>{123456.0f, -7.0f, 16777216.0f}));  // via f32
   Tensor* k = ctx.new_tensor(DType::I32, 3);
   compute(ops::cpy(ctx, j, k));
-  EXPECT_EQ(dtest::values_i32(*k), (std::vector<int32_t>{123456, -7, 16777217}));  // i32 -> i32 is exact
+  EXPECT_EQ(test::values_i32(*k), (std::vector<int32_t>{123456, -7, 16777217}));  // i32 -> i32 is exact
 }
 
 // Two rows: the first with amax 127 (d = 1), the second with amax 63.5 (d = 0.5), so x * id is exact
@@ -256,15 +260,15 @@ TEST(CpuCopy, QuantizedSourcesDequantize) {
   compute(ops::cpy(ctx, q4, f4));
   compute(ops::cpy(ctx, q8, h8));
   for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(dtest::get(*f4, j), (j - 8) * 0.25f) << j;
-    EXPECT_EQ(dtest::get(*f4, j + 16), (7 - j) * 0.25f) << j;
+    EXPECT_EQ(test::get(*f4, j), (j - 8) * 0.25f) << j;
+    EXPECT_EQ(test::get(*f4, j + 16), (7 - j) * 0.25f) << j;
   }
-  for (int j = 0; j < 32; ++j) EXPECT_EQ(dtest::get(*h8, j), (4 * j - 64) * 0.5f) << j;
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(test::get(*h8, j), (4 * j - 64) * 0.5f) << j;
 
   // DUP of a quantized tensor copies its blocks byte for byte.
   Tensor* d = ops::dup(ctx, q4);
   compute(d);
-  EXPECT_EQ(dtest::raw_bytes(*d), dtest::raw_bytes(*q4));
+  EXPECT_EQ(test::raw_bytes(*d), test::raw_bytes(*q4));
 }
 
 // Every allowed (source, destination) pair, from a non-contiguous source (transposed for scalar
@@ -278,7 +282,7 @@ TEST(CpuCopy, EveryTypePairThroughStrides) {
       SCOPED_TRACE(std::string(name(st)) + " -> " + std::string(name(dt)));
       Context ctx(true);
       std::vector<float> logical =
-          st == DType::I32 ? std::vector<float>{} : dtest::random_values(kN0 * kRows, 7, -4.0f, 4.0f);
+          st == DType::I32 ? std::vector<float>{} : test::random_values(kN0 * kRows, 7, -4.0f, 4.0f);
       if (st == DType::I32)
         for (int64_t i = 0; i < kN0 * kRows; ++i) logical.push_back(static_cast<float>((i * 37) % 201 - 100));
       Tensor* src = nullptr;
@@ -286,11 +290,11 @@ TEST(CpuCopy, EveryTypePairThroughStrides) {
       if (is_quantized(st)) {
         Tensor* backing = ctx.new_tensor(st, kN0, 2 * kRows);
         for (int64_t r = 0; r < kRows; ++r)
-          from_f32_row(st, logical.data() + r * kN0, dtest::elem_ptr(*backing, 0, 2 * r), kN0);
+          from_f32_row(st, logical.data() + r * kN0, test::elem_ptr(*backing, 0, 2 * r), kN0);
         src = ops::view(ctx, backing, {kN0, kRows, 1, 1}, 2 * backing->nb[1], backing->nb[2], backing->nb[3],
                         0);
         for (int64_t r = 0; r < kRows; ++r) {
-          const auto* p = reinterpret_cast<const uint8_t*>(dtest::elem_ptr(*src, 0, r));
+          const auto* p = reinterpret_cast<const uint8_t*>(test::elem_ptr(*src, 0, r));
           src_bytes.insert(src_bytes.end(), p, p + src->row_size());
           to_f32_row(st, p, logical.data() + r * kN0, kN0);  // what the source really holds
         }
@@ -301,7 +305,7 @@ TEST(CpuCopy, EveryTypePairThroughStrides) {
         logical = values(*src);
         for (int64_t r = 0; r < kRows; ++r)
           for (int64_t i = 0; i < kN0; ++i) {
-            const auto* p = reinterpret_cast<const uint8_t*>(dtest::elem_ptr(*src, i, r));
+            const auto* p = reinterpret_cast<const uint8_t*>(test::elem_ptr(*src, i, r));
             src_bytes.insert(src_bytes.end(), p, p + traits(st).block_bytes);
           }
       }
@@ -313,10 +317,10 @@ TEST(CpuCopy, EveryTypePairThroughStrides) {
       else
         from_f32_row(dt, logical.data(), expected.data(), kN0 * kRows);  // rows are whole blocks
       Tensor* out = ops::cpy(ctx, src, dst);
-      for (const auto& c : dtest::kConfigs) {
+      for (const auto& c : test::kConfigs) {
         std::memset(dst->data, 0xA5, dst->nbytes());
         compute(out, c.threads, c.kernels);
-        EXPECT_EQ(dtest::raw_bytes(*dst), expected) << c.threads << " threads";
+        EXPECT_EQ(test::raw_bytes(*dst), expected) << c.threads << " threads";
       }
     }
   }
@@ -325,7 +329,7 @@ TEST(CpuCopy, EveryTypePairThroughStrides) {
 TEST(CpuCopy, SameBytesForAnyThreadsAndKernels) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F32, 64, 7, 3, 2);
-  fill(a, dtest::random_values(a->nelements(), 3));
+  fill(a, test::random_values(a->nelements(), 3));
   Tensor* p = ops::permute(ctx, a, 0, 2, 1, 3);  // [64, 3, 7, 2]
   expect_same_bytes_everywhere(ops::cont(ctx, p));
   expect_same_bytes_everywhere(ops::cont(ctx, a));

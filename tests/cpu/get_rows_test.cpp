@@ -5,16 +5,19 @@
 #include <string>
 #include <vector>
 
-#include "cpu/data_ops_test_util.h"
+#include "support/tensor_data.h"
+#include "tessera/context.h"
+#include "tessera/ops.h"
+#include "tessera/quant.h"
 
 namespace tessera {
 namespace {
 
-using dtest::compute;
-using dtest::expect_error;
-using dtest::fill;
-using dtest::fill_i32;
-using dtest::values;
+using test::compute;
+using test::expect_error;
+using test::fill;
+using test::fill_i32;
+using test::values;
 
 // a[i0, r] = 10 r + i0 for a [3, 4].
 Tensor* rows_table(Context& ctx, DType type) {
@@ -44,14 +47,14 @@ TEST(CpuGetRows, QuantizedRowsDequantize) {
   Tensor* q8 = ctx.new_tensor(DType::Q8_0, 32, 3);
   const uint16_t scales[3] = {0x3C00, 0x3800, 0x3400};  // 1, 0.5, 0.25
   for (int r = 0; r < 3; ++r) {
-    auto* b = static_cast<BlockQ8_0*>(static_cast<void*>(dtest::elem_ptr(*q8, 0, r)));
+    auto* b = static_cast<BlockQ8_0*>(static_cast<void*>(test::elem_ptr(*q8, 0, r)));
     b->d = scales[r];
     for (int j = 0; j < 32; ++j) b->qs[j] = static_cast<int8_t>(j - 16 + r);
   }
   // Q4_0 [32, 2]: row r has d = 1 + r and nibbles (j, 15 - j).
   Tensor* q4 = ctx.new_tensor(DType::Q4_0, 32, 2);
   for (int r = 0; r < 2; ++r) {
-    auto* b = static_cast<BlockQ4_0*>(static_cast<void*>(dtest::elem_ptr(*q4, 0, r)));
+    auto* b = static_cast<BlockQ4_0*>(static_cast<void*>(test::elem_ptr(*q4, 0, r)));
     b->d = r == 0 ? 0x3C00 : 0x4000;  // 1, 2
     for (int j = 0; j < 16; ++j) b->qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
   }
@@ -67,12 +70,12 @@ TEST(CpuGetRows, QuantizedRowsDequantize) {
   const float scale8[3] = {1.0f, 0.5f, 0.25f};
   for (int k = 0; k < 3; ++k)
     for (int j = 0; j < 32; ++j)
-      EXPECT_EQ(dtest::get(*out8, j, k), static_cast<float>(j - 16 + pick8[k]) * scale8[pick8[k]])
+      EXPECT_EQ(test::get(*out8, j, k), static_cast<float>(j - 16 + pick8[k]) * scale8[pick8[k]])
           << k << " " << j;
   for (int k = 0; k < 2; ++k)
     for (int j = 0; j < 16; ++j) {
-      EXPECT_EQ(dtest::get(*out4, j, k), static_cast<float>(j - 8) * 2.0f);
-      EXPECT_EQ(dtest::get(*out4, j + 16, k), static_cast<float>(7 - j) * 2.0f);
+      EXPECT_EQ(test::get(*out4, j, k), static_cast<float>(j - 8) * 2.0f);
+      EXPECT_EQ(test::get(*out4, j + 16, k), static_cast<float>(7 - j) * 2.0f);
     }
 }
 
@@ -85,7 +88,7 @@ TEST(CpuGetRows, I32RowsStayI32) {
   Tensor* out = ops::get_rows(ctx, a, idx);
   ASSERT_EQ(out->type, DType::I32);
   compute(out);
-  EXPECT_EQ(dtest::values_i32(*out),
+  EXPECT_EQ(test::values_i32(*out),
             (std::vector<int32_t>{2147483647, -2147483647, 16777217, -1, 16777217, -1, 5, 6}));
 }
 
@@ -94,7 +97,7 @@ TEST(CpuGetRows, BatchedIndicesWithStridedOperands) {
   Context ctx(true);
   // a: [2, 3, 2, 2] as a permuted view of a [3, 2, 2, 2] tensor (dims 0 and 1 swapped).
   Tensor* base = ctx.new_tensor(DType::F32, 3, 2, 2, 2);
-  fill(base, dtest::iota(base->nelements()));
+  fill(base, test::iota(base->nelements()));
   Tensor* a = ops::transpose(ctx, base);  // a[i0, i1, j, k] = base[i1, i0, j, k]
   // Indices [2, 2, 2] read through a transposed view (nb0 = 8, nb1 = 4).
   Tensor* ibig = ctx.new_tensor(DType::I32, 2, 2, 2);
@@ -102,7 +105,7 @@ TEST(CpuGetRows, BatchedIndicesWithStridedOperands) {
   const int32_t picks[2][2][2] = {{{2, 0}, {1, 1}}, {{0, 2}, {2, 2}}};  // [k][j][r]
   for (int k = 0; k < 2; ++k)
     for (int j = 0; j < 2; ++j)
-      for (int r = 0; r < 2; ++r) dtest::set_i32(*idx, picks[k][j][r], r, j, k);
+      for (int r = 0; r < 2; ++r) test::set_i32(*idx, picks[k][j][r], r, j, k);
   Tensor* out = ops::get_rows(ctx, a, idx);
   ASSERT_EQ(out->ne, (std::array<int64_t, 4>{2, 2, 2, 2}));
   compute(out, 2);
@@ -112,7 +115,7 @@ TEST(CpuGetRows, BatchedIndicesWithStridedOperands) {
         for (int i0 = 0; i0 < 2; ++i0) {
           const int row = picks[k][j][r];
           const float want = static_cast<float>(row + 3 * (i0 + 2 * (j + 2 * k)));  // base[row, i0, j, k]
-          EXPECT_EQ(dtest::get(*out, i0, r, j, k), want);
+          EXPECT_EQ(test::get(*out, i0, r, j, k), want);
         }
 }
 
@@ -139,18 +142,18 @@ TEST(CpuGetRows, OutOfRangeIndexIsAnError) {
 TEST(CpuGetRows, SameBytesForAnyThreadsAndKernels) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F16, 64, 50, 3);
-  fill(a, dtest::random_values(a->nelements(), 11));
+  fill(a, test::random_values(a->nelements(), 11));
   Tensor* idx = ctx.new_tensor(DType::I32, 17, 3);
   std::vector<int32_t> ids;
   for (int i = 0; i < 51; ++i) ids.push_back((i * 7) % 50);
   fill_i32(idx, ids);
-  dtest::expect_same_bytes_everywhere(ops::get_rows(ctx, a, idx));
+  test::expect_same_bytes_everywhere(ops::get_rows(ctx, a, idx));
   Tensor* q = ctx.new_tensor(DType::Q4_0, 64, 50, 3);
   for (int64_t r = 0; r < 150; ++r) {
-    const auto row = dtest::random_values(64, static_cast<uint32_t>(r));
-    from_f32_row(DType::Q4_0, row.data(), dtest::elem_ptr(*q, 0, r % 50, r / 50), 64);
+    const auto row = test::random_values(64, static_cast<uint32_t>(r));
+    from_f32_row(DType::Q4_0, row.data(), test::elem_ptr(*q, 0, r % 50, r / 50), 64);
   }
-  dtest::expect_same_bytes_everywhere(ops::get_rows(ctx, q, idx));
+  test::expect_same_bytes_everywhere(ops::get_rows(ctx, q, idx));
 }
 
 TEST(CpuGetRows, BuilderRejectsBadOperands) {

@@ -5,45 +5,20 @@
 #include <random>
 #include <vector>
 
+#include "support/tensor_data.h"
 #include "tessera/context.h"
 #include "tessera/convert.h"
-#include "tessera/cpu.h"
-#include "tessera/error.h"
-#include "tessera/graph.h"
 #include "tessera/ops.h"
 
 using namespace tessera;
 
 namespace {
 
-void compute(Tensor* out, int threads = 1) {
-  Graph graph({out});
-  cpu::CpuBackend backend(threads, cpu::KernelSet::Reference);
-  backend.compute(graph);
-}
-
-// Reads one element of an F32 or F16 tensor.
-float get(const Tensor* t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
-  const char* p = t->at(i0, i1, i2, i3);
-  if (t->type == DType::F16) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return fp16_to_fp32(h);
-  }
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-void set(Tensor* t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v) {
-  char* p = t->at(i0, i1, i2, i3);
-  if (t->type == DType::F16) {
-    const uint16_t h = fp32_to_fp16(v);
-    std::memcpy(p, &h, 2);
-  } else {
-    std::memcpy(p, &v, 4);
-  }
-}
+using test::compute;
+using test::expect_error;
+using test::fill;
+using test::get;
+using test::set;
 
 // Values k/8, k in [-16, 16]: exact in f16, so every type combination must match exactly.
 void fill_eighths(Tensor* t, uint32_t seed) {
@@ -53,7 +28,7 @@ void fill_eighths(Tensor* t, uint32_t seed) {
     for (int64_t i2 = 0; i2 < t->ne[2]; ++i2)
       for (int64_t i1 = 0; i1 < t->ne[1]; ++i1)
         for (int64_t i0 = 0; i0 < t->ne[0]; ++i0)
-          set(t, i0, i1, i2, i3, static_cast<float>(dist(rng)) / 8.0f);
+          set(*t, static_cast<float>(dist(rng)) / 8.0f, i0, i1, i2, i3);
 }
 
 struct Conv {
@@ -73,22 +48,11 @@ void expect_2d(const Tensor* out, const Tensor* in, int64_t kw, int64_t kh, cons
           for (int64_t ikh = 0; ikh < kh; ++ikh)
             for (int64_t ikw = 0; ikw < kw; ++ikw) {
               const int64_t x = iow * c.s0 + ikw * c.d0 - c.p0, y = ioh * c.s1 + ikh * c.d1 - c.p1;
-              const float v = (x >= 0 && x < iw && y >= 0 && y < ih) ? get(in, x, y, ch, in_) : 0.0f;
-              ASSERT_EQ(get(out, (ch * kh + ikh) * kw + ikw, iow, ioh, in_), v)
+              const float v = (x >= 0 && x < iw && y >= 0 && y < ih) ? get(*in, x, y, ch, in_) : 0.0f;
+              ASSERT_EQ(get(*out, (ch * kh + ikh) * kw + ikw, iow, ioh, in_), v)
                   << "ow " << iow << " oh " << ioh << " n " << in_ << " c " << ch << " kh " << ikh << " kw "
                   << ikw;
             }
-}
-
-template <typename Fn>
-void expect_error(Fn&& fn) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("IM2COL"), std::string::npos) << e.what();
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-  }
 }
 
 }  // namespace
@@ -96,7 +60,7 @@ void expect_error(Fn&& fn) {
 TEST(CpuIm2Col, Input3x3Kernel2x2ByHand) {
   Context ctx(true);
   Tensor* in = ctx.new_tensor(DType::F32, 3, 3, 1, 1);  // rows {1,2,3}, {4,5,6}, {7,8,9}
-  for (int i = 0; i < 9; ++i) static_cast<float*>(in->data)[i] = static_cast<float>(i + 1);
+  fill(in, test::iota(9, 1));
   Tensor* k = ctx.new_tensor(DType::F32, 2, 2, 1, 1);
   Tensor* out = ops::im2col(ctx, k, in, 1, 1, 0, 0, 1, 1, true, DType::F32);
   ASSERT_EQ(out->ne, (std::array<int64_t, 4>{4, 2, 2, 1}));
@@ -106,13 +70,13 @@ TEST(CpuIm2Col, Input3x3Kernel2x2ByHand) {
   for (int oh = 0; oh < 2; ++oh)
     for (int ow = 0; ow < 2; ++ow)
       for (int e = 0; e < 4; ++e)
-        EXPECT_EQ(get(out, e, ow, oh), expected[oh][ow][e]) << ow << "," << oh << "," << e;
+        EXPECT_EQ(get(*out, e, ow, oh), expected[oh][ow][e]) << ow << "," << oh << "," << e;
 }
 
 TEST(CpuIm2Col, StrideAndPaddingByHand) {
   Context ctx(true);
   Tensor* in = ctx.new_tensor(DType::F32, 3, 3, 1, 1);
-  for (int i = 0; i < 9; ++i) static_cast<float*>(in->data)[i] = static_cast<float>(i + 1);
+  fill(in, test::iota(9, 1));
   Tensor* k = ctx.new_tensor(DType::F32, 2, 2, 1, 1);
   Tensor* out = ops::im2col(ctx, k, in, 2, 2, 1, 1, 1, 1, true, DType::F32);
   ASSERT_EQ(out->ne, (std::array<int64_t, 4>{4, 2, 2, 1}));
@@ -121,20 +85,20 @@ TEST(CpuIm2Col, StrideAndPaddingByHand) {
   for (int oh = 0; oh < 2; ++oh)
     for (int ow = 0; ow < 2; ++ow)
       for (int e = 0; e < 4; ++e)
-        EXPECT_EQ(get(out, e, ow, oh), expected[oh][ow][e]) << ow << "," << oh << "," << e;
+        EXPECT_EQ(get(*out, e, ow, oh), expected[oh][ow][e]) << ow << "," << oh << "," << e;
 }
 
 TEST(CpuIm2Col, DilationByHand) {
   Context ctx(true);
   Tensor* in = ctx.new_tensor(DType::F32, 3, 3, 1, 1);
-  for (int i = 0; i < 9; ++i) static_cast<float*>(in->data)[i] = static_cast<float>(i + 1);
+  fill(in, test::iota(9, 1));
   Tensor* k = ctx.new_tensor(DType::F32, 2, 2, 1, 1);
   // Dilation 2 spans the corners of the 3x3 input: one output position.
   Tensor* out = ops::im2col(ctx, k, in, 1, 1, 0, 0, 2, 2, true, DType::F32);
   ASSERT_EQ(out->ne, (std::array<int64_t, 4>{4, 1, 1, 1}));
   compute(out);
   const float expected[4] = {1, 3, 7, 9};
-  for (int e = 0; e < 4; ++e) EXPECT_EQ(get(out, e), expected[e]);
+  for (int e = 0; e < 4; ++e) EXPECT_EQ(get(*out, e), expected[e]);
 }
 
 TEST(CpuIm2Col, TwoDimMatchesFormulaForAllTypes) {
@@ -165,8 +129,8 @@ TEST(CpuIm2Col, F16ResultRoundsToNearest) {
   Tensor* k = ctx.new_tensor(DType::F32, 2, 1, 1, 1);
   Tensor* out = ops::im2col(ctx, k, in, 1, 1, 0, 0, 1, 1, true, DType::F16);
   compute(out);
-  EXPECT_EQ(get(out, 0), 1.0f);
-  EXPECT_EQ(get(out, 1), 1.0f + 1.0f / 512.0f);
+  EXPECT_EQ(get(*out, 0), 1.0f);
+  EXPECT_EQ(get(*out, 1), 1.0f + 1.0f / 512.0f);
 }
 
 TEST(CpuIm2Col, OneDimMatchesFormula) {
@@ -185,8 +149,8 @@ TEST(CpuIm2Col, OneDimMatchesFormula) {
         for (int64_t c = 0; c < 2; ++c)
           for (int64_t ikw = 0; ikw < 3; ++ikw) {
             const int64_t x = iow * s0 + ikw * d0 - p0;
-            const float v = (x >= 0 && x < 7) ? get(in, x, c, n) : 0.0f;
-            EXPECT_EQ(get(out, c * 3 + ikw, iow, n), v) << n << "," << iow << "," << c << "," << ikw;
+            const float v = (x >= 0 && x < 7) ? get(*in, x, c, n) : 0.0f;
+            EXPECT_EQ(get(*out, c * 3 + ikw, iow, n), v) << n << "," << iow << "," << c << "," << ikw;
           }
   }
 }
@@ -223,10 +187,10 @@ TEST(CpuIm2Col, BuilderRejectsBadInput) {
   Tensor* k_wrong_ic = ctx.new_tensor(DType::F32, 2, 2, 3, 1);
   Tensor* k_big = ctx.new_tensor(DType::F32, 4, 2, 2, 1);
   Tensor* in_bf16 = ctx.new_tensor(DType::BF16, 3, 3, 2, 1);
-  expect_error([&] { ops::im2col(ctx, k_wrong_ic, in, 1, 1, 0, 0, 1, 1, true, DType::F32); });
-  expect_error([&] { ops::im2col(ctx, k, in, 0, 1, 0, 0, 1, 1, true, DType::F32); });
-  expect_error([&] { ops::im2col(ctx, k, in, 1, 1, -1, 0, 1, 1, true, DType::F32); });
-  expect_error([&] { ops::im2col(ctx, k_big, in, 1, 1, 0, 0, 1, 1, true, DType::F32); });
-  expect_error([&] { ops::im2col(ctx, k, in, 1, 1, 0, 0, 1, 1, true, DType::BF16); });
-  expect_error([&] { ops::im2col(ctx, k, in_bf16, 1, 1, 0, 0, 1, 1, true, DType::F32); });
+  expect_error([&] { ops::im2col(ctx, k_wrong_ic, in, 1, 1, 0, 0, 1, 1, true, DType::F32); }, "IM2COL");
+  expect_error([&] { ops::im2col(ctx, k, in, 0, 1, 0, 0, 1, 1, true, DType::F32); }, "IM2COL");
+  expect_error([&] { ops::im2col(ctx, k, in, 1, 1, -1, 0, 1, 1, true, DType::F32); }, "IM2COL");
+  expect_error([&] { ops::im2col(ctx, k_big, in, 1, 1, 0, 0, 1, 1, true, DType::F32); }, "IM2COL");
+  expect_error([&] { ops::im2col(ctx, k, in, 1, 1, 0, 0, 1, 1, true, DType::BF16); }, "IM2COL");
+  expect_error([&] { ops::im2col(ctx, k, in_bf16, 1, 1, 0, 0, 1, 1, true, DType::F32); }, "IM2COL");
 }

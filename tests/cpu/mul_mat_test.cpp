@@ -5,16 +5,15 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "cpu/ops/mul_mat_kernels.h"
+#include "support/tensor_data.h"
 #include "tessera/context.h"
 #include "tessera/convert.h"
 #include "tessera/cpu.h"
 #include "tessera/error.h"
-#include "tessera/graph.h"
 #include "tessera/ops.h"
 #include "tessera/quant.h"
 
@@ -23,22 +22,8 @@ using cpu::KernelSet;
 
 namespace {
 
-std::vector<float> uniform(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-// Fills a contiguous tensor of any type from floats (quantized types per row, as files store them).
-void fill(Tensor* t, const std::vector<float>& v) {
-  ASSERT_EQ(static_cast<int64_t>(v.size()), t->nelements());
-  for (int64_t r = 0; r < t->nrows(); ++r)
-    from_f32_row(t->type, v.data() + r * t->ne[0], static_cast<char*>(t->data) + r * t->row_size(), t->ne[0]);
-}
-
-void fill_random(Tensor* t, uint32_t seed) { fill(t, uniform(static_cast<size_t>(t->nelements()), seed)); }
+using test::fill;
+using test::fill_random;
 
 uint16_t u16(const char* p) {
   uint16_t v;
@@ -132,14 +117,10 @@ Expected expect(const Tensor& a, const Tensor& b, bool quantize_b) {
 
 // Computes `out` and returns its values; the memory is poisoned with NaN first so that an element
 // the kernel forgets shows up.
-std::vector<float> compute(Tensor* out, int threads, KernelSet kernels) {
+std::vector<float> computed_values(Tensor* out, int threads, KernelSet kernels) {
   std::memset(out->data, 0xff, out->nbytes());
-  cpu::CpuBackend backend(threads, kernels);
-  Graph graph({out});
-  backend.compute(graph);
-  std::vector<float> v(static_cast<size_t>(out->nelements()));
-  std::memcpy(v.data(), out->data, v.size() * sizeof(float));
-  return v;
+  test::compute(out, threads, kernels);
+  return test::values(*out);
 }
 
 double nmse(const std::vector<float>& got, const std::vector<double>& want) {
@@ -245,13 +226,13 @@ void check_case(const Case& c, uint32_t seed = 7) {
   const Expected exact = expect(*g.a, *g.b, false);
   // ggml's semantics for quantized weights: b goes through Q8_0 first (the reference does it too).
   const Expected with_q8_b = quant ? expect(*g.a, *g.b, true) : exact;
-  check_reference(compute(g.out, 2, KernelSet::Reference), with_q8_b);
+  check_reference(computed_values(g.out, 2, KernelSet::Reference), with_q8_b);
 
   const cpu::mm::KernelTable* tables[] = {&cpu::mm::active_kernels(), &cpu::mm::scalar_kernels()};
   for (const cpu::mm::KernelTable* table : tables) {
     SCOPED_TRACE(table->isa);
     cpu::mm::ScopedKernelOverride use(table);
-    const std::vector<float> fast = compute(g.out, 2, KernelSet::Fast);
+    const std::vector<float> fast = computed_values(g.out, 2, KernelSet::Fast);
     check_fast(fast, with_q8_b);
     if (quant) {
       EXPECT_LT(nmse(fast, exact.value), 5e-4);
@@ -275,7 +256,7 @@ TEST(CpuMulMat, HandComputed2x3FloatWeights) {
         fill(a, {1, 2, 3, 4, 5, 6});
         fill(b, {1, 0, -1, 0.5f, 1, 2});
         Tensor* out = ops::mul_mat(ctx, a, b);
-        const std::vector<float> got = compute(out, 1, ks);
+        const std::vector<float> got = computed_values(out, 1, ks);
         // dst[m, n]: 1-3, 4-6, 0.5+2+6, 2+5+12
         EXPECT_EQ(got, (std::vector<float>{-2.0f, -2.0f, 8.5f, 19.0f}));
       }
@@ -290,7 +271,7 @@ TEST(CpuMulMat, HandComputed2x3Transposed) {
   fill(bt, {1, 0.5f, 0, 1, -1, 2});
   Tensor* out = ops::mul_mat(ctx, a, ops::transpose(ctx, bt));
   for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast})
-    EXPECT_EQ(compute(out, 2, ks), (std::vector<float>{-2.0f, -2.0f, 8.5f, 19.0f}));
+    EXPECT_EQ(computed_values(out, 2, ks), (std::vector<float>{-2.0f, -2.0f, 8.5f, 19.0f}));
 }
 
 TEST(CpuMulMat, HandComputedQuantizedBlocks) {
@@ -321,7 +302,7 @@ TEST(CpuMulMat, HandComputedQuantizedBlocks) {
   // Both kernel sets round b through Q8_0 as ggml does (here b's blocks hold 0, 1 and 2 only, scale
   // 1/127 or 2/127 in fp16), so they match to the fp16 scale's precision.
   for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast}) {
-    const std::vector<float> got8 = compute(out8, 1, ks), got4 = compute(out4, 1, ks);
+    const std::vector<float> got8 = computed_values(out8, 1, ks), got4 = computed_values(out4, 1, ks);
     for (int i = 0; i < 3; ++i) {
       EXPECT_NEAR(got8[i], want8[i], 2e-3 * std::fabs(want8[i]));
       EXPECT_NEAR(got4[i], want4[i], 2e-3 * std::fabs(want4[i]));
@@ -468,9 +449,9 @@ TEST(CpuMulMat, ThreadCountDoesNotChangeBits) {
       SCOPED_TRACE(c.str());
       Built g = build(c, 5);
       for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast}) {
-        const std::vector<float> one = compute(g.out, 1, ks);
+        const std::vector<float> one = computed_values(g.out, 1, ks);
         for (int threads : {2, 3}) {
-          const std::vector<float> more = compute(g.out, threads, ks);
+          const std::vector<float> more = computed_values(g.out, threads, ks);
           ASSERT_EQ(0, std::memcmp(one.data(), more.data(), one.size() * sizeof(float)))
               << threads << " threads, kernels " << (ks == KernelSet::Fast ? "fast" : "reference");
         }
@@ -484,7 +465,7 @@ TEST(CpuMulMat, SimdQuantizationMatchesScalarAndQ8_0) {
   const cpu::mm::KernelTable& scalar = cpu::mm::scalar_kernels();
   const cpu::mm::KernelTable* simd = cpu::mm::avx2_kernels();
   // Random blocks, a zero block, and one with exact halves (amax 127 gives d = 1): ties round away.
-  std::vector<float> x = uniform(32 * 8, 3);
+  std::vector<float> x = test::random_values(32 * 8, 3);
   for (int i = 0; i < 32; ++i) x[32 * 5 + i] = 0.0f;
   const float ties[] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 1.5f, -1.5f, 126.5f, -0.49999997f};
   for (int i = 0; i < 32; ++i) x[32 * 6 + i] = ties[i % 9];
@@ -519,13 +500,7 @@ TEST(CpuMulMat, BuilderRejectsMismatchedK) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::Q4_0, 64, 4);
   Tensor* b = ctx.new_tensor(DType::F32, 32, 3);
-  try {
-    ops::mul_mat(ctx, a, b);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("MUL_MAT"), std::string::npos) << e.what();
-  }
+  test::expect_error([&] { ops::mul_mat(ctx, a, b); }, "MUL_MAT");
   Tensor* bf = ctx.new_tensor(DType::F32, 48, 3);
   EXPECT_THROW(ops::mul_mat(ctx, ctx.new_tensor(DType::F32, 32, 2), bf), Error);
 }
@@ -536,7 +511,7 @@ TEST(CpuMulMat, ZeroLengthRowsGiveZeros) {
   Tensor* b = ctx.new_tensor(DType::F32, 0, 2);
   Tensor* out = ops::mul_mat(ctx, a, b);
   for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast})
-    EXPECT_EQ(compute(out, 2, ks), std::vector<float>(6, 0.0f));
+    EXPECT_EQ(computed_values(out, 2, ks), std::vector<float>(6, 0.0f));
 }
 
 }  // namespace

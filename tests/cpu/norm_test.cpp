@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "cpu/ref_ops_test_util.h"
+#include "support/tensor_data.h"
 #include "tessera/context.h"
 #include "tessera/ops.h"
 
@@ -11,8 +11,8 @@ namespace tessera {
 namespace {
 
 using test::compute;
-using test::elem;
 using test::fill;
+using test::get;
 
 TEST(CpuNorm, NormHandComputed) {
   Context ctx(true);
@@ -22,11 +22,11 @@ TEST(CpuNorm, NormHandComputed) {
   compute(out);
   // Row 0: mean 2.5, population variance 1.25.
   const float expected[4] = {-1.3416408f, -0.4472136f, 0.4472136f, 1.3416408f};
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(elem(*out, i, 0), expected[i], 1e-6f);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(get(*out, i, 0), expected[i], 1e-6f);
   // Row 1 is constant: x - mean is exactly 0, so with eps > 0 the result is exactly 0.
   Tensor* out_eps = ops::norm(ctx, a, 1e-5f);
   compute(out_eps);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(elem(*out_eps, i, 1), 0.0f);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(get(*out_eps, i, 1), 0.0f);
 }
 
 TEST(CpuNorm, NormRowsHaveMeanZeroVarianceOne) {
@@ -38,9 +38,9 @@ TEST(CpuNorm, NormRowsHaveMeanZeroVarianceOne) {
   for (int64_t r = 0; r < 12; ++r) {
     const int64_t i1 = r % 3, i2 = (r / 3) % 2, i3 = r / 6;
     double sum = 0, sum2 = 0;
-    for (int64_t i = 0; i < 37; ++i) sum += elem(*out, i, i1, i2, i3);
+    for (int64_t i = 0; i < 37; ++i) sum += get(*out, i, i1, i2, i3);
     const double mean = sum / 37;
-    for (int64_t i = 0; i < 37; ++i) sum2 += std::pow(elem(*out, i, i1, i2, i3) - mean, 2);
+    for (int64_t i = 0; i < 37; ++i) sum2 += std::pow(get(*out, i, i1, i2, i3) - mean, 2);
     EXPECT_NEAR(mean, 0.0, 1e-6);
     EXPECT_NEAR(sum2 / 37, 1.0, 1e-5);
   }
@@ -52,13 +52,13 @@ TEST(CpuNorm, RmsNormHandComputed) {
   fill(a, {3, 4, 1, 1});
   Tensor* out = ops::rms_norm(ctx, a, 0.0f);
   compute(out);
-  EXPECT_NEAR(elem(*out, 0, 0), 0.8485281f, 1e-6f);  // 3 / sqrt(12.5)
-  EXPECT_NEAR(elem(*out, 1, 0), 1.1313708f, 1e-6f);  // 4 / sqrt(12.5)
+  EXPECT_NEAR(get(*out, 0, 0), 0.8485281f, 1e-6f);  // 3 / sqrt(12.5)
+  EXPECT_NEAR(get(*out, 1, 0), 1.1313708f, 1e-6f);  // 4 / sqrt(12.5)
   // eps enters under the root: [1, 1] with eps 1 -> 1 / sqrt(2).
   Tensor* out_eps = ops::rms_norm(ctx, a, 1.0f);
   compute(out_eps);
-  EXPECT_NEAR(elem(*out_eps, 0, 1), 0.70710678f, 1e-6f);
-  EXPECT_NEAR(elem(*out_eps, 1, 1), 0.70710678f, 1e-6f);
+  EXPECT_NEAR(get(*out_eps, 0, 1), 0.70710678f, 1e-6f);
+  EXPECT_NEAR(get(*out_eps, 1, 1), 0.70710678f, 1e-6f);
 }
 
 TEST(CpuNorm, RmsNormRowsHaveRmsOne) {
@@ -69,7 +69,7 @@ TEST(CpuNorm, RmsNormRowsHaveRmsOne) {
   compute(out);
   for (int64_t r = 0; r < 3; ++r) {
     double sum2 = 0;
-    for (int64_t i = 0; i < 4096; ++i) sum2 += std::pow(elem(*out, i, r), 2);
+    for (int64_t i = 0; i < 4096; ++i) sum2 += std::pow(get(*out, i, r), 2);
     EXPECT_NEAR(std::sqrt(sum2 / 4096), 1.0, 1e-6);
   }
 }
@@ -136,18 +136,18 @@ TEST(CpuNorm, NonContiguousSources) {
   for (int64_t i2 = 0; i2 < 3; ++i2)
     for (int64_t i1 = 0; i1 < 5; ++i1) {
       double mean = 0, var = 0, sq = 0;
-      for (int64_t i0 = 0; i0 < 7; ++i0) mean += elem(*at, i0, i1, i2);
+      for (int64_t i0 = 0; i0 < 7; ++i0) mean += get(*at, i0, i1, i2);
       mean /= 7;
       for (int64_t i0 = 0; i0 < 7; ++i0) {
-        var += std::pow(elem(*at, i0, i1, i2) - mean, 2);
-        sq += std::pow(elem(*at, i0, i1, i2), 2);
+        var += std::pow(get(*at, i0, i1, i2) - mean, 2);
+        sq += std::pow(get(*at, i0, i1, i2), 2);
       }
       var /= 7;
       sq /= 7;
       for (int64_t i0 = 0; i0 < 7; ++i0) {
-        const double x = elem(*at, i0, i1, i2);
-        EXPECT_NEAR(elem(*n, i0, i1, i2), (x - mean) / std::sqrt(var + 1e-5), 1e-5);
-        EXPECT_NEAR(elem(*r, i0, i1, i2), x / std::sqrt(sq + 1e-5), 1e-5);
+        const double x = get(*at, i0, i1, i2);
+        EXPECT_NEAR(get(*n, i0, i1, i2), (x - mean) / std::sqrt(var + 1e-5), 1e-5);
+        EXPECT_NEAR(get(*r, i0, i1, i2), x / std::sqrt(sq + 1e-5), 1e-5);
       }
     }
   const auto expected = group_norm_expected(*ap, 3, 1e-5);

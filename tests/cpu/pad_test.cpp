@@ -2,42 +2,21 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 #include <vector>
 
+#include "support/tensor_data.h"
 #include "tessera/context.h"
-#include "tessera/cpu.h"
-#include "tessera/error.h"
-#include "tessera/graph.h"
 #include "tessera/ops.h"
 
 using namespace tessera;
 
 namespace {
 
-void compute(Tensor* out, int threads = 1) {
-  Graph graph({out});
-  cpu::CpuBackend backend(threads, cpu::KernelSet::Reference);
-  backend.compute(graph);
-}
-
-float get(const Tensor* t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
-  float v;
-  std::memcpy(&v, t->at(i0, i1, i2, i3), 4);
-  return v;
-}
-
-void fill(Tensor* t, const std::vector<float>& values) {
-  ASSERT_EQ(static_cast<int64_t>(values.size()), t->nelements());
-  std::memcpy(t->data, values.data(), values.size() * 4);
-}
-
-void fill_random(Tensor* t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  auto* p = static_cast<float*>(t->data);
-  for (int64_t i = 0; i < t->nelements(); ++i) p[i] = dist(rng);
-}
+using test::compute;
+using test::expect_error;
+using test::fill;
+using test::fill_random;
+using test::get;
 
 int64_t wrap(int64_t i, int64_t n) { return ((i % n) + n) % n; }
 
@@ -53,7 +32,7 @@ TEST(CpuPad, AsymmetricZeroPad2x3) {
   compute(out);
   const float expected[3][6] = {{0, 1, 2, 3, 0, 0}, {0, 4, 5, 6, 0, 0}, {0, 0, 0, 0, 0, 0}};
   for (int i1 = 0; i1 < 3; ++i1)
-    for (int i0 = 0; i0 < 6; ++i0) EXPECT_EQ(get(out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
+    for (int i0 = 0; i0 < 6; ++i0) EXPECT_EQ(get(*out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
 }
 
 TEST(CpuPad, LeftPadInRowsAndOuterDims) {
@@ -68,7 +47,7 @@ TEST(CpuPad, LeftPadInRowsAndOuterDims) {
       for (int i1 = 0; i1 < 3; ++i1)
         for (int i0 = 0; i0 < 2; ++i0) {
           const bool inside = i1 == 2 && i2 == 1 && i3 == 0;
-          EXPECT_EQ(get(out, i0, i1, i2, i3), inside ? (i0 == 0 ? 7.0f : 8.0f) : 0.0f);
+          EXPECT_EQ(get(*out, i0, i1, i2, i3), inside ? (i0 == 0 ? 7.0f : 8.0f) : 0.0f);
         }
 }
 
@@ -80,7 +59,7 @@ TEST(CpuPad, Circular1D) {
   compute(out);
   const float expected[8] = {2, 3, 1, 2, 3, 1, 2, 3};
   ASSERT_EQ(out->ne[0], 8);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(get(out, i), expected[i]) << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(get(*out, i), expected[i]) << i;
 }
 
 TEST(CpuPad, Circular2D) {
@@ -91,7 +70,7 @@ TEST(CpuPad, Circular2D) {
   compute(out);
   const float expected[3][3] = {{2, 1, 2}, {4, 3, 4}, {2, 1, 2}};
   for (int i1 = 0; i1 < 3; ++i1)
-    for (int i0 = 0; i0 < 3; ++i0) EXPECT_EQ(get(out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
+    for (int i0 = 0; i0 < 3; ++i0) EXPECT_EQ(get(*out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
 }
 
 TEST(CpuPad, NonContiguousSourceMatchesFormula) {
@@ -115,8 +94,8 @@ TEST(CpuPad, NonContiguousSourceMatchesFormula) {
               if (circular) j[d] = wrap(j[d], n[d]);
               inside = inside && j[d] >= 0 && j[d] < n[d];
             }
-            const float v = inside ? get(base, j[2], j[0], j[1], j[3]) : 0.0f;
-            EXPECT_EQ(get(out, i0, i1, i2, i3), v)
+            const float v = inside ? get(*base, j[2], j[0], j[1], j[3]) : 0.0f;
+            EXPECT_EQ(get(*out, i0, i1, i2, i3), v)
                 << circular << " " << i0 << "," << i1 << "," << i2 << "," << i3;
           }
   }
@@ -140,16 +119,7 @@ TEST(CpuPad, BuilderRejectsBadInput) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F32, 3, 2);
   Tensor* h = ctx.new_tensor(DType::F16, 3, 2);
-  auto expect_error = [](auto&& fn) {
-    try {
-      fn();
-      ADD_FAILURE() << "no error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("PAD"), std::string::npos) << e.what();
-      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-    }
-  };
-  expect_error([&] { ops::pad(ctx, a, {-1, 0, 0, 0, 0, 0, 0, 0}); });
-  expect_error([&] { ops::pad(ctx, a, {0, 0, 0, 3, 0, 0, 0, 0}, true); });  // wraps more than the size
-  expect_error([&] { ops::pad(ctx, h, {1, 1, 0, 0, 0, 0, 0, 0}); });
+  expect_error([&] { ops::pad(ctx, a, {-1, 0, 0, 0, 0, 0, 0, 0}); }, "PAD");
+  expect_error([&] { ops::pad(ctx, a, {0, 0, 0, 3, 0, 0, 0, 0}, true); }, "PAD");  // wraps more than the size
+  expect_error([&] { ops::pad(ctx, h, {1, 1, 0, 0, 0, 0, 0, 0}); }, "PAD");
 }

@@ -3,51 +3,21 @@
 
 #include <cfloat>
 #include <cstring>
-#include <random>
 #include <vector>
 
+#include "support/tensor_data.h"
 #include "tessera/context.h"
-#include "tessera/convert.h"
-#include "tessera/cpu.h"
-#include "tessera/error.h"
-#include "tessera/graph.h"
 #include "tessera/ops.h"
 
 using namespace tessera;
 
 namespace {
 
-void compute(Tensor* out, int threads = 1) {
-  Graph graph({out});
-  cpu::CpuBackend backend(threads, cpu::KernelSet::Reference);
-  backend.compute(graph);
-}
-
-float get(const Tensor* t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
-  const char* p = t->at(i0, i1, i2, i3);
-  if (t->type == DType::F16) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return fp16_to_fp32(h);
-  }
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-void fill_random(Tensor* t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const int64_t n = t->nelements();
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = dist(rng);
-    if (t->type == DType::F16) {
-      static_cast<uint16_t*>(t->data)[i] = fp32_to_fp16(v);
-    } else {
-      static_cast<float*>(t->data)[i] = v;
-    }
-  }
-}
+using test::compute;
+using test::expect_error;
+using test::fill;
+using test::fill_random;
+using test::get;
 
 // The 3x3 input {1..9} (negated when `negate`).
 Tensor* input_3x3(Context& ctx, bool negate) {
@@ -71,28 +41,17 @@ void expect_pool(const Tensor* out, const Tensor* a, PoolOp op, int k0, int k1, 
             for (int64_t kx = 0; kx < k0; ++kx) {
               const int64_t x = ox * s0 + kx - p0, y = oy * s1 + ky - p1;
               if (x < 0 || x >= a->ne[0] || y < 0 || y >= a->ne[1]) continue;
-              const double v = get(a, x, y, c, n);
+              const double v = get(*a, x, y, c, n);
               sum += v;
               max = std::max(max, v);
             }
           if (op == PoolOp::Max)
-            EXPECT_EQ(get(out, ox, oy, c, n), static_cast<float>(max))
+            EXPECT_EQ(get(*out, ox, oy, c, n), static_cast<float>(max))
                 << ox << "," << oy << "," << c << "," << n;
           else
-            EXPECT_NEAR(get(out, ox, oy, c, n), sum / (k0 * k1), 1e-6)
+            EXPECT_NEAR(get(*out, ox, oy, c, n), sum / (k0 * k1), 1e-6)
                 << ox << "," << oy << "," << c << "," << n;
         }
-}
-
-template <typename Fn>
-void expect_error(Fn&& fn) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("POOL_2D"), std::string::npos) << e.what();
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-  }
 }
 
 }  // namespace
@@ -100,20 +59,20 @@ void expect_error(Fn&& fn) {
 TEST(CpuPool, NoPaddingByHand) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F32, 4, 4);
-  for (int i = 0; i < 16; ++i) static_cast<float*>(a->data)[i] = static_cast<float>(i);
+  fill(a, test::iota(16));
   Tensor* mx = ops::pool_2d(ctx, a, PoolOp::Max, 2, 2, 2, 2, 0, 0);
   Tensor* avg = ops::pool_2d(ctx, a, PoolOp::Avg, 2, 2, 2, 2, 0, 0);
   compute(mx);
   compute(avg);
   // Windows {0,1,4,5}, {2,3,6,7}, {8,9,12,13}, {10,11,14,15}.
-  EXPECT_EQ(get(mx, 0, 0), 5.0f);
-  EXPECT_EQ(get(mx, 1, 0), 7.0f);
-  EXPECT_EQ(get(mx, 0, 1), 13.0f);
-  EXPECT_EQ(get(mx, 1, 1), 15.0f);
-  EXPECT_EQ(get(avg, 0, 0), 2.5f);
-  EXPECT_EQ(get(avg, 1, 0), 4.5f);
-  EXPECT_EQ(get(avg, 0, 1), 10.5f);
-  EXPECT_EQ(get(avg, 1, 1), 12.5f);
+  EXPECT_EQ(get(*mx, 0, 0), 5.0f);
+  EXPECT_EQ(get(*mx, 1, 0), 7.0f);
+  EXPECT_EQ(get(*mx, 0, 1), 13.0f);
+  EXPECT_EQ(get(*mx, 1, 1), 15.0f);
+  EXPECT_EQ(get(*avg, 0, 0), 2.5f);
+  EXPECT_EQ(get(*avg, 1, 0), 4.5f);
+  EXPECT_EQ(get(*avg, 0, 1), 10.5f);
+  EXPECT_EQ(get(*avg, 1, 1), 12.5f);
 }
 
 TEST(CpuPool, PaddingByHand) {
@@ -125,14 +84,14 @@ TEST(CpuPool, PaddingByHand) {
   compute(mx);
   compute(avg);
   // In-bounds parts of the windows: {1}, {2,3}, {4,7}, {5,6,8,9}; avg divides by 4 regardless.
-  EXPECT_EQ(get(mx, 0, 0), 1.0f);
-  EXPECT_EQ(get(mx, 1, 0), 3.0f);
-  EXPECT_EQ(get(mx, 0, 1), 7.0f);
-  EXPECT_EQ(get(mx, 1, 1), 9.0f);
-  EXPECT_EQ(get(avg, 0, 0), 0.25f);
-  EXPECT_EQ(get(avg, 1, 0), 1.25f);
-  EXPECT_EQ(get(avg, 0, 1), 2.75f);
-  EXPECT_EQ(get(avg, 1, 1), 7.0f);
+  EXPECT_EQ(get(*mx, 0, 0), 1.0f);
+  EXPECT_EQ(get(*mx, 1, 0), 3.0f);
+  EXPECT_EQ(get(*mx, 0, 1), 7.0f);
+  EXPECT_EQ(get(*mx, 1, 1), 9.0f);
+  EXPECT_EQ(get(*avg, 0, 0), 0.25f);
+  EXPECT_EQ(get(*avg, 1, 0), 1.25f);
+  EXPECT_EQ(get(*avg, 0, 1), 2.75f);
+  EXPECT_EQ(get(*avg, 1, 1), 7.0f);
 }
 
 TEST(CpuPool, MaxIgnoresPaddingForNegativeInput) {
@@ -141,10 +100,10 @@ TEST(CpuPool, MaxIgnoresPaddingForNegativeInput) {
   Tensor* mx = ops::pool_2d(ctx, a, PoolOp::Max, 2, 2, 2, 2, 1, 1);
   compute(mx);
   // Zero padding would win here if it took part.
-  EXPECT_EQ(get(mx, 0, 0), -1.0f);
-  EXPECT_EQ(get(mx, 1, 0), -2.0f);
-  EXPECT_EQ(get(mx, 0, 1), -4.0f);
-  EXPECT_EQ(get(mx, 1, 1), -5.0f);
+  EXPECT_EQ(get(*mx, 0, 0), -1.0f);
+  EXPECT_EQ(get(*mx, 1, 0), -2.0f);
+  EXPECT_EQ(get(*mx, 0, 1), -4.0f);
+  EXPECT_EQ(get(*mx, 1, 1), -5.0f);
 }
 
 TEST(CpuPool, AsymmetricWindowsMatchFormula) {
@@ -190,9 +149,10 @@ TEST(CpuPool, BuilderRejectsBadInput) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F32, 3, 3);
   Tensor* q = ctx.new_tensor(DType::I32, 3, 3);
-  expect_error([&] { ops::pool_2d(ctx, a, PoolOp::Max, 0, 2, 1, 1, 0, 0); });
-  expect_error([&] { ops::pool_2d(ctx, a, PoolOp::Max, 2, 2, 0, 1, 0, 0); });
-  expect_error([&] { ops::pool_2d(ctx, a, PoolOp::Avg, 4, 2, 1, 1, 0, 0); });  // larger than the input
-  expect_error([&] { ops::pool_2d(ctx, a, static_cast<PoolOp>(5), 2, 2, 1, 1, 0, 0); });
-  expect_error([&] { ops::pool_2d(ctx, q, PoolOp::Max, 2, 2, 1, 1, 0, 0); });
+  expect_error([&] { ops::pool_2d(ctx, a, PoolOp::Max, 0, 2, 1, 1, 0, 0); }, "POOL_2D");
+  expect_error([&] { ops::pool_2d(ctx, a, PoolOp::Max, 2, 2, 0, 1, 0, 0); }, "POOL_2D");
+  expect_error([&] { ops::pool_2d(ctx, a, PoolOp::Avg, 4, 2, 1, 1, 0, 0); },
+               "POOL_2D");  // larger than the input
+  expect_error([&] { ops::pool_2d(ctx, a, static_cast<PoolOp>(5), 2, 2, 1, 1, 0, 0); }, "POOL_2D");
+  expect_error([&] { ops::pool_2d(ctx, q, PoolOp::Max, 2, 2, 1, 1, 0, 0); }, "POOL_2D");
 }

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "cpu/ref_ops_test_util.h"
+#include "support/tensor_data.h"
 #include "tessera/context.h"
 #include "tessera/convert.h"
 #include "tessera/ops.h"
@@ -13,8 +13,8 @@ namespace tessera {
 namespace {
 
 using test::compute;
-using test::elem;
 using test::fill;
+using test::get;
 
 Tensor* positions(Context& ctx, const std::vector<int32_t>& p) {
   Tensor* t = ctx.new_tensor(DType::I32, static_cast<int64_t>(p.size()));
@@ -83,8 +83,8 @@ TEST(CpuRope, NormalAndNeoxHandComputed) {
   // NEOX: (x0, x2) = (1, 3) by 1 rad, (x1, x3) = (2, 4) by 0.01 rad.
   const float want_neox[4] = {-1.98411065f, 1.95990067f, 2.46237790f, 4.01979967f};
   for (int i = 0; i < 4; ++i) {
-    EXPECT_NEAR(elem(*normal, i), want_normal[i], 2e-6f) << i;
-    EXPECT_NEAR(elem(*neox, i), want_neox[i], 2e-6f) << i;
+    EXPECT_NEAR(get(*normal, i), want_normal[i], 2e-6f) << i;
+    EXPECT_NEAR(get(*neox, i), want_neox[i], 2e-6f) << i;
   }
 }
 
@@ -106,8 +106,8 @@ TEST(CpuRope, PositionZeroIsIdentityAndPairsKeepTheirNorm) {
         for (int64_t i = 0; i < half; ++i) {
           const int64_t j0 = mode == RopeMode::Neox ? i : 2 * i;
           const int64_t j1 = mode == RopeMode::Neox ? i + half : 2 * i + 1;
-          const float x0 = elem(*a, j0, i1, i2), x1 = elem(*a, j1, i1, i2);
-          const float y0 = elem(*out, j0, i1, i2), y1 = elem(*out, j1, i1, i2);
+          const float x0 = get(*a, j0, i1, i2), x1 = get(*a, j1, i1, i2);
+          const float y0 = get(*out, j0, i1, i2), y1 = get(*out, j1, i1, i2);
           if (i2 == 0) {
             EXPECT_EQ(y0, x0);
             EXPECT_EQ(y1, x1);
@@ -131,7 +131,7 @@ TEST(CpuRope, ChannelsPastNDimsAreCopied) {
     compute(out);
     for (int64_t i2 = 0; i2 < 3; ++i2)
       for (int64_t i1 = 0; i1 < 2; ++i1)
-        for (int64_t i0 = 6; i0 < 10; ++i0) EXPECT_EQ(elem(*out, i0, i1, i2), elem(*a, i0, i1, i2));
+        for (int64_t i0 = 6; i0 < 10; ++i0) EXPECT_EQ(get(*out, i0, i1, i2), get(*a, i0, i1, i2));
     expect_near_all(*out, rope_expected(*a, pv, {}, p), 1e-5);
   }
 }
@@ -189,7 +189,7 @@ TEST(CpuRope, YarnMatchesDoubleReference) {
 TEST(CpuRope, F16Data) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F16, 12, 2, 3);
-  fill(a, test::random_values(a->nelements(), 25));  // stored rounded; elem() reads the rounded value
+  fill(a, test::random_values(a->nelements(), 25));  // stored rounded; get() reads the rounded value
   const std::vector<int32_t> pv = {1, 4, 6};
   ops::RopeParams p;
   p.n_dims = 8;
@@ -198,7 +198,7 @@ TEST(CpuRope, F16Data) {
   compute(out);
   EXPECT_EQ(out->type, DType::F16);
   expect_near_all(*out, rope_expected(*a, pv, {}, p), 1e-3);  // one f16 rounding of values in [-1.5, 1.5]
-  for (int64_t i0 = 8; i0 < 12; ++i0) EXPECT_EQ(elem(*out, i0, 1, 2), elem(*a, i0, 1, 2));
+  for (int64_t i0 = 8; i0 < 12; ++i0) EXPECT_EQ(get(*out, i0, 1, 2), get(*a, i0, 1, 2));
 }
 
 TEST(CpuRope, NonContiguousSources) {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "cpu/ref_ops_test_util.h"
+#include "support/tensor_data.h"
 #include "tessera/context.h"
 #include "tessera/ops.h"
 
@@ -12,8 +12,8 @@ namespace tessera {
 namespace {
 
 using test::compute;
-using test::elem;
 using test::fill;
+using test::get;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -28,9 +28,9 @@ std::vector<double> softmax_expected(const Tensor& a, const Tensor* mask, double
         std::vector<double> w(static_cast<size_t>(a.ne[0]));
         double max = -INFINITY;
         for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) {
-          double v = elem(a, i0, i1, i2, i3) * scale;
+          double v = get(a, i0, i1, i2, i3) * scale;
           if (mask != nullptr)
-            v += slopes[static_cast<size_t>(i2)] * elem(*mask, i0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
+            v += slopes[static_cast<size_t>(i2)] * get(*mask, i0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
           w[static_cast<size_t>(i0)] = v;
           max = std::max(max, v);
         }
@@ -53,15 +53,15 @@ TEST(CpuSoftMax, HandComputed) {
   fill(a, {1, 2, 3, 0, 0.34657359f, 0});  // row 1: [0, ln2 / 2, 0]
   Tensor* out = ops::soft_max(ctx, a, nullptr, 1.0f);
   compute(out);
-  EXPECT_NEAR(elem(*out, 0, 0), 0.09003057f, 1e-7f);
-  EXPECT_NEAR(elem(*out, 1, 0), 0.24472847f, 1e-7f);
-  EXPECT_NEAR(elem(*out, 2, 0), 0.66524096f, 1e-7f);
+  EXPECT_NEAR(get(*out, 0, 0), 0.09003057f, 1e-7f);
+  EXPECT_NEAR(get(*out, 1, 0), 0.24472847f, 1e-7f);
+  EXPECT_NEAR(get(*out, 2, 0), 0.66524096f, 1e-7f);
   // Scale 2: row 1 becomes [0, ln2, 0] -> exp = [1, 2, 1] -> [0.25, 0.5, 0.25].
   Tensor* scaled = ops::soft_max(ctx, a, nullptr, 2.0f);
   compute(scaled);
-  EXPECT_NEAR(elem(*scaled, 0, 1), 0.25f, 1e-7f);
-  EXPECT_NEAR(elem(*scaled, 1, 1), 0.5f, 1e-7f);
-  EXPECT_NEAR(elem(*scaled, 2, 1), 0.25f, 1e-7f);
+  EXPECT_NEAR(get(*scaled, 0, 1), 0.25f, 1e-7f);
+  EXPECT_NEAR(get(*scaled, 1, 1), 0.5f, 1e-7f);
+  EXPECT_NEAR(get(*scaled, 2, 1), 0.25f, 1e-7f);
 }
 
 TEST(CpuSoftMax, RowsSumToOne) {
@@ -74,7 +74,7 @@ TEST(CpuSoftMax, RowsSumToOne) {
     for (int64_t i1 = 0; i1 < 3; ++i1) {
       double sum = 0;
       for (int64_t i0 = 0; i0 < 1000; ++i0) {
-        const float v = elem(*out, i0, i1, i2);
+        const float v = get(*out, i0, i1, i2);
         EXPECT_GE(v, 0.0f);
         sum += v;
       }
@@ -124,13 +124,13 @@ TEST(CpuSoftMax, AlibiSlopesForThreeHeads) {
   for (int64_t h = 0; h < 3; ++h) {
     // w = [0, 4 * slope]: y1 = sigmoid(4 * slope).
     const double s = 4 * slopes[static_cast<size_t>(h)];
-    EXPECT_NEAR(elem(*out, 1, 0, h), 1 / (1 + std::exp(-s)), 1e-7) << "head " << h;
-    EXPECT_NEAR(elem(*out, 0, 0, h), 1 / (1 + std::exp(s)), 1e-7) << "head " << h;
+    EXPECT_NEAR(get(*out, 1, 0, h), 1 / (1 + std::exp(-s)), 1e-7) << "head " << h;
+    EXPECT_NEAR(get(*out, 0, 0, h), 1 / (1 + std::exp(s)), 1e-7) << "head " << h;
   }
   // Without a mask the slopes have nothing to scale.
   Tensor* plain = ops::soft_max(ctx, a, nullptr, 1.0f, 8.0f);
   compute(plain);
-  for (int64_t h = 0; h < 3; ++h) EXPECT_EQ(elem(*plain, 0, 0, h), 0.5f);
+  for (int64_t h = 0; h < 3; ++h) EXPECT_EQ(get(*plain, 0, 0, h), 0.5f);
 }
 
 TEST(CpuSoftMax, AlibiMatchesDoubleReference) {
@@ -157,8 +157,8 @@ TEST(CpuSoftMax, FullyMaskedRowIsZeros) {
   fill(mask, {-kInf, -kInf, -kInf, 0, 0, 0});
   Tensor* out = ops::soft_max(ctx, a, mask);
   compute(out);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(elem(*out, i, 0), 0.0f);  // defined as zeros (ggml gives NaN)
-  EXPECT_NEAR(elem(*out, 2, 1), 0.66524096f, 1e-7f);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(get(*out, i, 0), 0.0f);  // defined as zeros (ggml gives NaN)
+  EXPECT_NEAR(get(*out, 2, 1), 0.66524096f, 1e-7f);
 }
 
 TEST(CpuSoftMax, NonContiguousSources) {
@@ -188,7 +188,7 @@ TEST(CpuSoftMax, DiagMaskInf) {
   for (int64_t i2 = 0; i2 < 2; ++i2)
     for (int64_t j = 0; j < 3; ++j)
       for (int64_t i = 0; i < 5; ++i) {
-        const float v = elem(*out, i, j, i2);
+        const float v = get(*out, i, j, i2);
         if (i > 1 + j)
           EXPECT_EQ(v, -kInf) << i << "," << j;
         else
@@ -197,9 +197,9 @@ TEST(CpuSoftMax, DiagMaskInf) {
   // Causal softmax: masked positions get exactly 0.
   Tensor* sm = ops::soft_max(ctx, ops::diag_mask_inf(ctx, a, 0), nullptr);
   compute(sm);
-  EXPECT_EQ(elem(*sm, 0, 0), 1.0f);
-  EXPECT_EQ(elem(*sm, 1, 0), 0.0f);
-  EXPECT_EQ(elem(*sm, 2, 1), 0.0f);
+  EXPECT_EQ(get(*sm, 0, 0), 1.0f);
+  EXPECT_EQ(get(*sm, 1, 0), 0.0f);
+  EXPECT_EQ(get(*sm, 2, 1), 0.0f);
 }
 
 TEST(CpuSoftMax, DiagMaskInfTransposedSource) {

@@ -1,7 +1,7 @@
 // CPU reference kernel for SUM_ROWS.
 #include <gtest/gtest.h>
 
-#include "cpu/ref_ops_test_util.h"
+#include "support/tensor_data.h"
 #include "tessera/context.h"
 #include "tessera/ops.h"
 
@@ -9,8 +9,8 @@ namespace tessera {
 namespace {
 
 using test::compute;
-using test::elem;
 using test::fill;
+using test::get;
 
 TEST(CpuSumRows, HandComputed) {
   Context ctx(true);
@@ -19,10 +19,10 @@ TEST(CpuSumRows, HandComputed) {
   Tensor* out = ops::sum_rows(ctx, a);
   compute(out);
   EXPECT_EQ(out->ne, (std::array<int64_t, 4>{1, 2, 1, 2}));
-  EXPECT_EQ(elem(*out, 0, 0, 0, 0), 10.0f);
-  EXPECT_EQ(elem(*out, 0, 1, 0, 0), -0.25f);
-  EXPECT_EQ(elem(*out, 0, 0, 0, 1), 100.0f);
-  EXPECT_EQ(elem(*out, 0, 1, 0, 1), -7.0f);
+  EXPECT_EQ(get(*out, 0, 0, 0, 0), 10.0f);
+  EXPECT_EQ(get(*out, 0, 1, 0, 0), -0.25f);
+  EXPECT_EQ(get(*out, 0, 0, 0, 1), 100.0f);
+  EXPECT_EQ(get(*out, 0, 1, 0, 1), -7.0f);
 }
 
 TEST(CpuSumRows, AccumulatesWide) {
@@ -35,7 +35,7 @@ TEST(CpuSumRows, AccumulatesWide) {
   fill(a, x);
   Tensor* out = ops::sum_rows(ctx, a);
   compute(out);
-  EXPECT_EQ(elem(*out, 0), 16778216.0f);
+  EXPECT_EQ(get(*out, 0), 16778216.0f);
 }
 
 TEST(CpuSumRows, NonContiguousSources) {
@@ -54,8 +54,8 @@ TEST(CpuSumRows, NonContiguousSources) {
     for (int64_t i0 = 0; i0 < 5; ++i0) {
       double sum = 0;
       for (int64_t i1 = 0; i1 < 6; ++i1) sum += x[static_cast<size_t>((i2 * 6 + i1) * 5 + i0)];
-      EXPECT_NEAR(elem(*st, 0, i0, i2), sum, 1e-6);
-      EXPECT_NEAR(elem(*sp, 0, i2, i0), sum, 1e-6);
+      EXPECT_NEAR(get(*st, 0, i0, i2), sum, 1e-6);
+      EXPECT_NEAR(get(*sp, 0, i2, i0), sum, 1e-6);
     }
 }
 

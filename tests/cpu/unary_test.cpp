@@ -8,14 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "cpu/data_ops_test_util.h"
+#include "support/tensor_data.h"
+#include "tessera/context.h"
+#include "tessera/ops.h"
 
 namespace tessera {
 namespace {
 
-using dtest::compute;
-using dtest::fill;
-using dtest::values;
+using test::compute;
+using test::fill;
+using test::values;
 
 double gelu_ref(double x) {
   if (x <= -10.0) return 0.0;
@@ -49,7 +51,7 @@ TEST(CpuUnary, TranscendentalMatchDouble) {
     Tensor* out = run_unary(ctx, op, kInputs);
     for (size_t i = 0; i < kInputs.size(); ++i) {
       const double want = ref(kInputs[i]);
-      EXPECT_NEAR(dtest::get(*out, static_cast<int64_t>(i)), want, 2e-6 * std::max(1.0, std::fabs(want)))
+      EXPECT_NEAR(test::get(*out, static_cast<int64_t>(i)), want, 2e-6 * std::max(1.0, std::fabs(want)))
           << "x = " << kInputs[i];
     }
   }
@@ -104,7 +106,7 @@ TEST(CpuUnary, F16Tensors) {
                           : op == UnaryOp::Tanh ? tanh_ref(x)
                                                 : gelu_quick_ref(x);
       const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(want), 6.1e-5)) - 10);
-      EXPECT_NEAR(dtest::get(*out, static_cast<int64_t>(i)), want, 0.5 * ulp + 1e-6) << "x = " << x;
+      EXPECT_NEAR(test::get(*out, static_cast<int64_t>(i)), want, 0.5 * ulp + 1e-6) << "x = " << x;
     }
   }
   Tensor* h = ctx.new_tensor(DType::F16, 3);
@@ -120,7 +122,7 @@ TEST(CpuUnary, F16Tensors) {
 TEST(CpuUnary, TransposedInput) {
   Context ctx(true);
   Tensor* base = ctx.new_tensor(DType::F32, 3, 4);
-  fill(base, dtest::random_values(12, 4, -5.0f, 5.0f));
+  fill(base, test::random_values(12, 4, -5.0f, 5.0f));
   Tensor* t = ops::transpose(ctx, base);  // [4, 3]
   Tensor* out = ops::silu(ctx, t);
   Tensor* out_sq = ops::sqr(ctx, t);
@@ -128,9 +130,9 @@ TEST(CpuUnary, TransposedInput) {
   compute(out_sq, 2);
   for (int64_t i1 = 0; i1 < 3; ++i1)
     for (int64_t i0 = 0; i0 < 4; ++i0) {
-      const float x = dtest::get(*base, i1, i0);
-      EXPECT_NEAR(dtest::get(*out, i0, i1), silu_ref(x), 2e-6 * std::max(1.0, std::fabs(silu_ref(x))));
-      EXPECT_EQ(dtest::get(*out_sq, i0, i1), x * x);
+      const float x = test::get(*base, i1, i0);
+      EXPECT_NEAR(test::get(*out, i0, i1), silu_ref(x), 2e-6 * std::max(1.0, std::fabs(silu_ref(x))));
+      EXPECT_EQ(test::get(*out_sq, i0, i1), x * x);
     }
 }
 
@@ -138,7 +140,7 @@ TEST(CpuUnary, SameBytesForAnyThreadsAndKernels) {
   for (DType type : {DType::F32, DType::F16}) {
     Context ctx(true);
     Tensor* a = ctx.new_tensor(type, 33, 9, 2);
-    fill(a, dtest::random_values(a->nelements(), 21, -12.0f, 12.0f));
+    fill(a, test::random_values(a->nelements(), 21, -12.0f, 12.0f));
     Tensor* t = ops::permute(ctx, a, 1, 0, 2, 3);
     std::vector<std::function<Tensor*(Tensor*)>> builders;
     for (int op = 0; op < kUnaryOpCount; ++op)
@@ -148,8 +150,8 @@ TEST(CpuUnary, SameBytesForAnyThreadsAndKernels) {
     builders.push_back([&](Tensor* x) { return ops::sqr(ctx, x); });
     builders.push_back([&](Tensor* x) { return ops::clamp(ctx, x, -2.0f, 3.5f); });
     for (auto& build : builders) {
-      dtest::expect_same_bytes_everywhere(build(a));
-      dtest::expect_same_bytes_everywhere(build(t));
+      test::expect_same_bytes_everywhere(build(a));
+      test::expect_same_bytes_everywhere(build(t));
     }
   }
 }
@@ -159,12 +161,12 @@ TEST(CpuUnary, BuildersRejectBadOperands) {
   Tensor* i = ctx.new_tensor(DType::I32, 4);
   Tensor* bf = ctx.new_tensor(DType::BF16, 4);
   Tensor* f = ctx.new_tensor(DType::F32, 4);
-  dtest::expect_error([&] { ops::unary(ctx, i, UnaryOp::Gelu); }, "UNARY");
-  dtest::expect_error([&] { ops::unary(ctx, f, static_cast<UnaryOp>(99)); }, "UNARY");
-  dtest::expect_error([&] { ops::leaky_relu(ctx, bf, 0.1f); }, "LEAKY_RELU");
-  dtest::expect_error([&] { ops::scale(ctx, ctx.new_tensor(DType::Q8_0, 32), 2.0f); }, "SCALE");
-  dtest::expect_error([&] { ops::sqr(ctx, i); }, "SQR");
-  dtest::expect_error([&] { ops::clamp(ctx, f, 2.0f, 1.0f); }, "CLAMP");
+  test::expect_error([&] { ops::unary(ctx, i, UnaryOp::Gelu); }, "UNARY");
+  test::expect_error([&] { ops::unary(ctx, f, static_cast<UnaryOp>(99)); }, "UNARY");
+  test::expect_error([&] { ops::leaky_relu(ctx, bf, 0.1f); }, "LEAKY_RELU");
+  test::expect_error([&] { ops::scale(ctx, ctx.new_tensor(DType::Q8_0, 32), 2.0f); }, "SCALE");
+  test::expect_error([&] { ops::sqr(ctx, i); }, "SQR");
+  test::expect_error([&] { ops::clamp(ctx, f, 2.0f, 1.0f); }, "CLAMP");
 }
 
 }  // namespace

@@ -4,13 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <vector>
 
+#include "support/tensor_data.h"
 #include "tessera/context.h"
-#include "tessera/cpu.h"
-#include "tessera/error.h"
-#include "tessera/graph.h"
 #include "tessera/ops.h"
 
 using namespace tessera;
@@ -20,35 +17,12 @@ namespace {
 constexpr int32_t kBilinear = 1;
 constexpr int32_t kAlignCorners = 1 << 8;
 
-void compute(Tensor* out, int threads = 1) {
-  Graph graph({out});
-  cpu::CpuBackend backend(threads, cpu::KernelSet::Reference);
-  backend.compute(graph);
-}
-
-float get(const Tensor* t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
-  float v;
-  std::memcpy(&v, t->at(i0, i1, i2, i3), 4);
-  return v;
-}
-
-void set(Tensor* t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v) {
-  std::memcpy(t->at(i0, i1, i2, i3), &v, 4);
-}
-
-void fill(Tensor* t, const std::vector<float>& values) {
-  ASSERT_EQ(static_cast<int64_t>(values.size()), t->nelements());
-  std::memcpy(t->data, values.data(), values.size() * 4);
-}
-
-void fill_random(Tensor* t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i3 = 0; i3 < t->ne[3]; ++i3)
-    for (int64_t i2 = 0; i2 < t->ne[2]; ++i2)
-      for (int64_t i1 = 0; i1 < t->ne[1]; ++i1)
-        for (int64_t i0 = 0; i0 < t->ne[0]; ++i0) set(t, i0, i1, i2, i3, dist(rng));
-}
+using test::compute;
+using test::expect_error;
+using test::fill;
+using test::fill_random;
+using test::get;
+using test::set;
 
 // Bilinear sample position along one dim, in double: (lo, hi, weight of hi).
 struct Sample {
@@ -77,7 +51,7 @@ TEST(CpuUpscale, Nearest2x2To4x4) {
   compute(out);
   const float expected[4][4] = {{1, 1, 2, 2}, {1, 1, 2, 2}, {3, 3, 4, 4}, {3, 3, 4, 4}};
   for (int i1 = 0; i1 < 4; ++i1)
-    for (int i0 = 0; i0 < 4; ++i0) EXPECT_EQ(get(out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
+    for (int i0 = 0; i0 < 4; ++i0) EXPECT_EQ(get(*out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
 }
 
 TEST(CpuUpscale, NearestNonIntegerFactorsAndOuterDims) {
@@ -93,7 +67,7 @@ TEST(CpuUpscale, NearestNonIntegerFactorsAndOuterDims) {
     for (int i2 = 0; i2 < 4; ++i2)
       for (int i1 = 0; i1 < 2; ++i1)
         for (int i0 = 0; i0 < 5; ++i0)
-          EXPECT_EQ(get(out, i0, i1, i2, i3), 10.0f * static_cast<float>(src0[i0] + 1 + 3 * src2[i2]));
+          EXPECT_EQ(get(*out, i0, i1, i2, i3), 10.0f * static_cast<float>(src0[i0] + 1 + 3 * src2[i2]));
 }
 
 TEST(CpuUpscale, NearestDownscale) {
@@ -102,8 +76,8 @@ TEST(CpuUpscale, NearestDownscale) {
   fill(a, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   Tensor* out = ops::upscale(ctx, a, 2, 1, 1, 1);
   compute(out);
-  EXPECT_EQ(get(out, 0), 0.0f);
-  EXPECT_EQ(get(out, 1), 2.0f);
+  EXPECT_EQ(get(*out, 0), 0.0f);
+  EXPECT_EQ(get(*out, 1), 2.0f);
 }
 
 TEST(CpuUpscale, BilinearHalfPixel2x2To4x4) {
@@ -115,7 +89,7 @@ TEST(CpuUpscale, BilinearHalfPixel2x2To4x4) {
   // Sample positions -0.25 (clamped), 0.25, 0.75, 1.25 (clamped) in both dims.
   const float expected[4][4] = {{1, 1.5, 2.5, 3}, {2, 2.5, 3.5, 4}, {4, 4.5, 5.5, 6}, {5, 5.5, 6.5, 7}};
   for (int i1 = 0; i1 < 4; ++i1)
-    for (int i0 = 0; i0 < 4; ++i0) EXPECT_FLOAT_EQ(get(out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
+    for (int i0 = 0; i0 < 4; ++i0) EXPECT_FLOAT_EQ(get(*out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
 }
 
 TEST(CpuUpscale, BilinearAlignCorners2x2To3x3) {
@@ -126,7 +100,7 @@ TEST(CpuUpscale, BilinearAlignCorners2x2To3x3) {
   compute(out);
   const float expected[3][3] = {{1, 2, 3}, {3, 4, 5}, {5, 6, 7}};
   for (int i1 = 0; i1 < 3; ++i1)
-    for (int i0 = 0; i0 < 3; ++i0) EXPECT_FLOAT_EQ(get(out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
+    for (int i0 = 0; i0 < 3; ++i0) EXPECT_FLOAT_EQ(get(*out, i0, i1), expected[i1][i0]) << i0 << "," << i1;
 }
 
 TEST(CpuUpscale, BilinearMatchesFormula) {
@@ -145,11 +119,11 @@ TEST(CpuUpscale, BilinearMatchesFormula) {
             const Sample x = expected_sample(i0, 3, ne[0], align);
             const Sample y = expected_sample(i1, 5, ne[1], align);
             const int64_t j2 = i2 / 2, j3 = i3;
-            const double v = get(a, x.lo, y.lo, j2, j3) * (1 - x.w) * (1 - y.w) +
-                             get(a, x.hi, y.lo, j2, j3) * x.w * (1 - y.w) +
-                             get(a, x.lo, y.hi, j2, j3) * (1 - x.w) * y.w +
-                             get(a, x.hi, y.hi, j2, j3) * x.w * y.w;
-            EXPECT_NEAR(get(out, i0, i1, i2, i3), v, 1e-5)
+            const double v = get(*a, x.lo, y.lo, j2, j3) * (1 - x.w) * (1 - y.w) +
+                             get(*a, x.hi, y.lo, j2, j3) * x.w * (1 - y.w) +
+                             get(*a, x.lo, y.hi, j2, j3) * (1 - x.w) * y.w +
+                             get(*a, x.hi, y.hi, j2, j3) * x.w * y.w;
+            EXPECT_NEAR(get(*out, i0, i1, i2, i3), v, 1e-5)
                 << "align " << align << " at " << i0 << "," << i1 << "," << i2 << "," << i3;
           }
   }
@@ -162,7 +136,7 @@ TEST(CpuUpscale, AlignCornersSingleElementSide) {
   // Width 1 -> 3 (one source column), height 3 -> 1 (the first row, corners aligned).
   Tensor* out = ops::upscale(ctx, a, 3, 1, 1, 1, kBilinear | kAlignCorners);
   compute(out);
-  for (int i0 = 0; i0 < 3; ++i0) EXPECT_FLOAT_EQ(get(out, i0), 2.0f);
+  for (int i0 = 0; i0 < 3; ++i0) EXPECT_FLOAT_EQ(get(*out, i0), 2.0f);
 }
 
 TEST(CpuUpscale, NonContiguousSource) {
@@ -176,7 +150,7 @@ TEST(CpuUpscale, NonContiguousSource) {
     // Fill the dense copy by hand through the view's logical order.
     for (int64_t i2 = 0; i2 < 2; ++i2)
       for (int64_t i1 = 0; i1 < 3; ++i1)
-        for (int64_t i0 = 0; i0 < 4; ++i0) set(from_dense, i0, i1, i2, 0, get(base, i1, i0, i2));
+        for (int64_t i0 = 0; i0 < 4; ++i0) set(*from_dense, get(*base, i1, i0, i2), i0, i1, i2, 0);
     Tensor* expected = ops::upscale(ctx, from_dense, 9, 5, 3, 1, mode);
     compute(from_view);
     compute(expected);
@@ -202,16 +176,7 @@ TEST(CpuUpscale, BuilderRejectsBadInput) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::F32, 2, 2);
   Tensor* h = ctx.new_tensor(DType::F16, 2, 2);
-  auto expect_error = [](auto&& fn) {
-    try {
-      fn();
-      ADD_FAILURE() << "no error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("UPSCALE"), std::string::npos) << e.what();
-      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-    }
-  };
-  expect_error([&] { ops::upscale(ctx, a, 0, 4, 1, 1); });
-  expect_error([&] { ops::upscale(ctx, a, 4, 4, 1, 1, 2); });
-  expect_error([&] { ops::upscale(ctx, h, 4, 4, 1, 1); });
+  expect_error([&] { ops::upscale(ctx, a, 0, 4, 1, 1); }, "UPSCALE");
+  expect_error([&] { ops::upscale(ctx, a, 4, 4, 1, 1, 2); }, "UPSCALE");
+  expect_error([&] { ops::upscale(ctx, h, 4, 4, 1, 1); }, "UPSCALE");
 }

@@ -1,7 +1,9 @@
 #pragma once
-// Helpers for the tests of the CPU data-movement and elementwise kernels (copy, get_rows, repeat,
-// concat, binary, acc, unary): fill and read tensors in logical order through their strides, run a
-// graph on a chosen CPU configuration, and compare the bytes every configuration produces.
+// Test helpers for host tensors: read and write elements through their strides in logical order,
+// make deterministic inputs, run a graph on a chosen CPU configuration, and check that every
+// configuration gives the same bytes and that builders reject bad input with a clear Error.
+// Element access is written here from the formats (not through the kernels' own element code), so
+// the tests stay an independent check.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,17 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "tessera/context.h"
 #include "tessera/convert.h"
 #include "tessera/cpu.h"
+#include "tessera/dtype.h"
 #include "tessera/error.h"
 #include "tessera/graph.h"
-#include "tessera/ops.h"
 #include "tessera/quant.h"
 #include "tessera/tensor.h"
 
-namespace tessera::dtest {
+namespace tessera::test {
 
+// Address of element (i0..i3) through t's strides (for a quantized type, i0 counts blocks).
 inline char* elem_ptr(const Tensor& t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
   return static_cast<char*>(t.data) + i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
 }
@@ -58,6 +60,8 @@ inline int32_t get_i32(const Tensor& t, int64_t i0, int64_t i1 = 0, int64_t i2 =
   return v;
 }
 
+// Stores v into one element of a non-quantized tensor (rounded to nearest even for f16/bf16,
+// truncated for i32).
 inline void set(const Tensor& t, float v, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
   char* p = elem_ptr(t, i0, i1, i2, i3);
   switch (t.type) {
@@ -98,9 +102,19 @@ inline void for_each(const Tensor& t,
         for (int64_t i0 = 0; i0 < t.ne[0]; ++i0) fn(i0, i1, i2, i3, k++);
 }
 
-// Writes values in logical row-major order through t's strides (non-quantized types).
+// Writes values in logical row-major order through t's strides. A quantized tensor (rows must be
+// contiguous) is quantized row by row, as files store it.
 inline void fill(const Tensor* t, const std::vector<float>& values) {
   ASSERT_EQ(static_cast<int64_t>(values.size()), t->nelements());
+  if (is_quantized(t->type)) {
+    ASSERT_TRUE(t->rows_contiguous()) << "fill() on a quantized tensor with strided blocks";
+    size_t k = 0;
+    for (int64_t i3 = 0; i3 < t->ne[3]; ++i3)
+      for (int64_t i2 = 0; i2 < t->ne[2]; ++i2)
+        for (int64_t i1 = 0; i1 < t->ne[1]; ++i1, k += static_cast<size_t>(t->ne[0]))
+          from_f32_row(t->type, values.data() + k, elem_ptr(*t, 0, i1, i2, i3), t->ne[0]);
+    return;
+  }
   for_each(*t, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3, size_t k) {
     set(*t, values[k], i0, i1, i2, i3);
   });
@@ -129,6 +143,7 @@ inline std::vector<int32_t> values_i32(const Tensor& t) {
   return out;
 }
 
+// n values uniform in [lo, hi) from mt19937(seed): the same stream for the same seed everywhere.
 inline std::vector<float> random_values(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -137,13 +152,19 @@ inline std::vector<float> random_values(int64_t n, uint32_t seed, float lo = -1.
   return v;
 }
 
-// 0, 1, 2, ... (n values).
+// Fills t (in logical order) with random_values(nelements, seed, lo, hi).
+inline void fill_random(const Tensor* t, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  fill(t, random_values(t->nelements(), seed, lo, hi));
+}
+
+// start, start + 1, start + 2, ... (n values).
 inline std::vector<float> iota(int64_t n, float start = 0.0f) {
   std::vector<float> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i);
   return v;
 }
 
+// Computes the graph of `out` on the CPU backend with n_threads threads and the given kernels.
 inline void compute(Tensor* out, int n_threads = 1, cpu::KernelSet kernels = cpu::KernelSet::Reference) {
   Graph g{out};
   cpu::CpuBackend backend(n_threads, kernels);
@@ -183,6 +204,26 @@ inline void expect_same_bytes_everywhere(Tensor* out, const Tensor* storage = nu
   }
 }
 
+// The raw bytes of out after computing with 1 and with 2 threads (reference kernels) must be identical.
+inline void expect_thread_independent(Tensor* out) {
+  compute(out, 1);
+  const std::vector<uint8_t> one = raw_bytes(*out);
+  std::memset(out->data, 0x5a, out->nbytes());
+  compute(out, 2);
+  EXPECT_EQ(0, std::memcmp(one.data(), out->data, one.size())) << "1 vs 2 threads differ";
+}
+
+// fn must throw tessera::Error (InvalidArgument) whose message begins with "<op>:".
+inline void expect_op_error(const std::function<void()>& fn, const std::string& op) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown, expected one from " << op;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(op + ":", 0), 0u) << e.what();
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  }
+}
+
 // fn must throw tessera::Error (InvalidArgument) whose message contains `op`.
 inline void expect_error(const std::function<void()>& fn, const std::string& op) {
   try {
@@ -194,6 +235,4 @@ inline void expect_error(const std::function<void()>& fn, const std::string& op)
   }
 }
 
-inline uint16_t f16_bits(float v) { return fp32_to_fp16(v); }
-
-}  // namespace tessera::dtest
+}  // namespace tessera::test
