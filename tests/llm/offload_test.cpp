@@ -170,6 +170,9 @@ TEST(OffloadBatch, OneLayerOfThirtyTwoHeadsOnTheDeviceCopiesNoWeightsPerToken) {
     EXPECT_EQ(c.weights, 0u) << report;
     EXPECT_LT(c.kib, 1024.0) << report;
   }
+  // The prompt's graph and one generation graph (the KV length is padded): two plans, the
+  // generation one reused from the second token on.
+  EXPECT_NE(dev.report().find("plans: 2 built, 3 reused"), std::string::npos) << dev.report();
 }
 
 // A prompt batch of >= 32 tokens still sends the CPU layer's matmuls (host weights) to the device.
