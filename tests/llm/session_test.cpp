@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "tessera/device.h"
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/vocab.h"
@@ -241,4 +242,31 @@ TEST_F(SessionTest, BadBatchesAreErrorsAndLeaveTheCacheAlone) {
   SessionOptions bad;
   bad.kv_pad = 0;
   EXPECT_THROW(Session(*model_, bad), Error);
+}
+
+TEST(SessionDevice, ShiftAndSequencesWorkWithTheCacheOnOpenCL0) {
+  if (Registry::instance().find("OpenCL0") == nullptr) GTEST_SKIP() << "no OpenCL0 on this machine";
+  LoadOptions lo;
+  lo.n_gpu_layers = 99;
+  lo.device = "OpenCL0";
+  auto dev_model = Model::load(kModel, lo);
+  auto cpu_model = Model::load(kModel);
+  const auto vocab = Vocab::from_gguf(*cpu_model->file());
+  const auto a = vocab.encode("Once upon a time there was", true);
+  const auto b = vocab.encode("The dog ran", true);
+  auto run = [&](const Model& m) {
+    Session s(m);
+    Batch batch;
+    for (size_t i = 0; i < a.size(); ++i) batch.add(a[i], static_cast<Pos>(i), 0, false);
+    for (size_t i = 0; i < b.size(); ++i) batch.add(b[i], static_cast<Pos>(i), 1, i + 1 == b.size());
+    std::vector<float> out = s.decode(batch);
+    s.cache().seq_shift(0, -1, -1, 4);  // re-roped in the cache's own memory
+    Batch next;
+    next.add(300, static_cast<Pos>(a.size()) + 4, 0, true);
+    const std::vector<float>& l = s.decode(next);
+    out.insert(out.end(), l.begin(), l.end());
+    return out;
+  };
+  const std::vector<float> on_cpu = run(*cpu_model), on_device = run(*dev_model);
+  EXPECT_LT(max_abs_diff(on_cpu, on_device), kTol);
 }
