@@ -5,9 +5,13 @@
 #include <cstdint>
 
 #include "tessera/context.h"
+#include "tessera/op_params.h"
 #include "tessera/tensor.h"
 
 namespace tessera::ops {
+
+// The parameter structs live in tessera/op_params.h; the alias keeps ops::rope(..., ops::RopeParams).
+using RopeParams = tessera::RopeParams;
 
 // ---- views (metadata only) ----
 Tensor* reshape(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
@@ -64,17 +68,6 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
 Tensor* diag_mask_inf(Context& ctx, Tensor* a, int n_past);
 Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, float max_bias = 0.0f);
 
-struct RopeParams {
-  int n_dims = 0;
-  RopeMode mode = RopeMode::Normal;
-  int n_ctx_orig = 0;
-  float freq_base = 10000.0f;
-  float freq_scale = 1.0f;
-  float ext_factor = 0.0f;  // != 0 enables YaRN
-  float attn_factor = 1.0f;
-  float beta_fast = 32.0f;
-  float beta_slow = 1.0f;
-};
 // a: [D, H, T, B] F32/F16; positions: I32 [T]; freq_factors: optional F32 [n_dims/2].
 Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, const RopeParams& p);
 

@@ -89,7 +89,7 @@ struct Tensor {
   std::array<size_t, kMaxDims> nb{};             // byte stride per dim (nb[0] = block bytes)
 
   Op op = Op::None;
-  std::array<int32_t, kMaxOpParams> params{};
+  std::array<int32_t, kMaxOpParams> params{};  // packed by core only: read them with tessera/op_params.h
   std::array<Tensor*, kMaxSources> src{};
 
   Tensor* view_src = nullptr;  // the tensor whose memory a view shares
@@ -112,15 +112,6 @@ struct Tensor {
   bool rows_contiguous() const noexcept { return nb[0] == traits(type).block_bytes; }
   bool is_view() const noexcept { return view_src != nullptr; }
   bool same_shape(const Tensor& other) const noexcept { return ne == other.ne; }
-
-  int32_t param_i(int i) const noexcept { return params[static_cast<size_t>(i)]; }
-  float param_f(int i) const noexcept {
-    float f;
-    std::memcpy(&f, &params[static_cast<size_t>(i)], sizeof f);
-    return f;
-  }
-  void set_param_i(int i, int32_t v) noexcept { params[static_cast<size_t>(i)] = v; }
-  void set_param_f(int i, float v) noexcept { std::memcpy(&params[static_cast<size_t>(i)], &v, sizeof v); }
 
   // Address of element (i0 must be a block start for quantized types); host data only.
   char* at(int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) const noexcept {

@@ -12,6 +12,8 @@
 #include "tessera/graph.h"
 #include "tessera/log.h"
 #include "tessera/op_batch.h"
+#include "tessera/op_constants.h"
+#include "tessera/op_params.h"
 #include "tessera/ops.h"
 #include "tessera/quant.h"
 #include "tessera/tensor.h"

@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "core/check.h"
+#include "core/op_params_store.h"
 #include "tessera/quant.h"
 
 namespace tessera::ops {
@@ -36,6 +37,9 @@ void require_not_null(Op op, std::initializer_list<const Tensor*> ts) {
     if (t == nullptr)
       throw Error(ErrorCode::InvalidArgument, fmt::format("{}: operand is null", op_name(op)));
 }
+
+// UPSCALE's mode argument: mode in the low byte, align-corners in bit 8 (ops.h).
+constexpr int32_t kAlignCorners = 1 << 8;
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
@@ -109,7 +113,7 @@ Tensor* permute(Context& ctx, Tensor* a, int axis0, int axis1, int axis2, int ax
     nb[axes[d]] = a->nb[d];
   }
   Tensor* t = make_view(ctx, Op::Permute, a, ne, nb, 0);
-  for (int d = 0; d < 4; ++d) t->set_param_i(d, axes[d]);
+  detail::store_params(*t, PermuteAxes{{axis0, axis1, axis2, axis3}});
   return t;
 }
 
@@ -190,7 +194,7 @@ Tensor* concat(Context& ctx, Tensor* a, Tensor* b, int dim) {
     if (d != dim) require(a->ne[d] == b->ne[d], Op::Concat, {a, b}, "ne[{}] differs", d);
   ne[dim] += b->ne[dim];
   Tensor* t = make_node(ctx, Op::Concat, a->type, ne, {a, b});
-  t->set_param_i(0, dim);
+  detail::store_params(*t, ConcatParams{dim});
   return t;
 }
 
@@ -235,11 +239,7 @@ Tensor* acc(Context& ctx, Tensor* a, Tensor* b, size_t nb1, size_t nb2, size_t n
           "b at offset {} with strides {}, {}, {} writes outside a's {} bytes", offset, nb1, nb2, nb3,
           a->nbytes());
   Tensor* t = same_as(ctx, Op::Acc, a, {a, b});
-  t->set_param_i(0, static_cast<int32_t>(nb1));
-  t->set_param_i(1, static_cast<int32_t>(nb2));
-  t->set_param_i(2, static_cast<int32_t>(nb3));
-  t->set_param_i(3, static_cast<int32_t>(offset));
-  t->set_param_i(4, 0);
+  detail::store_params(*t, AccParams{nb1, nb2, nb3, offset});
   return t;
 }
 
@@ -247,20 +247,19 @@ Tensor* unary(Context& ctx, Tensor* a, UnaryOp op) {
   require(static_cast<int>(op) >= 0 && static_cast<int>(op) < kUnaryOpCount, Op::Unary, {a},
           "unknown unary op {}", static_cast<int>(op));
   Tensor* t = float_unary(ctx, Op::Unary, a);
-  t->set_param_i(0, static_cast<int32_t>(op));
+  detail::store_params(*t, op);
   return t;
 }
 
 Tensor* leaky_relu(Context& ctx, Tensor* a, float slope) {
   Tensor* t = float_unary(ctx, Op::LeakyRelu, a);
-  t->set_param_f(0, slope);
+  detail::store_params(*t, LeakyReluParams{slope});
   return t;
 }
 
 Tensor* scale(Context& ctx, Tensor* a, float s, float bias) {
   Tensor* t = float_unary(ctx, Op::Scale, a);
-  t->set_param_f(0, s);
-  t->set_param_f(1, bias);
+  detail::store_params(*t, ScaleParams{s, bias});
   return t;
 }
 
@@ -269,8 +268,7 @@ Tensor* sqr(Context& ctx, Tensor* a) { return float_unary(ctx, Op::Sqr, a); }
 Tensor* clamp(Context& ctx, Tensor* a, float min, float max) {
   Tensor* t = float_unary(ctx, Op::Clamp, a);
   require(!(min > max), Op::Clamp, {a}, "min {} > max {}", min, max);
-  t->set_param_f(0, min);
-  t->set_param_f(1, max);
+  detail::store_params(*t, ClampParams{min, max});
   return t;
 }
 
@@ -281,7 +279,7 @@ Tensor* norm(Context& ctx, Tensor* a, float eps) {
   require(a->type == DType::F32, Op::Norm, {a}, "needs f32");
   require(eps >= 0.0f, Op::Norm, {a}, "eps must be >= 0");
   Tensor* t = same_as(ctx, Op::Norm, a, {a});
-  t->set_param_f(0, eps);
+  detail::store_params(*t, NormParams{eps});
   return t;
 }
 
@@ -290,7 +288,7 @@ Tensor* rms_norm(Context& ctx, Tensor* a, float eps) {
   require(a->type == DType::F32, Op::RmsNorm, {a}, "needs f32");
   require(eps >= 0.0f, Op::RmsNorm, {a}, "eps must be >= 0");
   Tensor* t = same_as(ctx, Op::RmsNorm, a, {a});
-  t->set_param_f(0, eps);
+  detail::store_params(*t, NormParams{eps});
   return t;
 }
 
@@ -300,8 +298,7 @@ Tensor* group_norm(Context& ctx, Tensor* a, int n_groups, float eps) {
   require(n_groups >= 1, Op::GroupNorm, {a}, "n_groups {} must be >= 1", n_groups);
   require(eps >= 0.0f, Op::GroupNorm, {a}, "eps must be >= 0");
   Tensor* t = same_as(ctx, Op::GroupNorm, a, {a});
-  t->set_param_i(0, n_groups);
-  t->set_param_f(1, eps);
+  detail::store_params(*t, GroupNormParams{n_groups, eps});
   return t;
 }
 
@@ -315,7 +312,7 @@ Tensor* upscale(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, 
   require(((mode & 0xff) == 0 || (mode & 0xff) == 1) && (mode & ~0x1ff) == 0, Op::Upscale, {a},
           "mode {} is not nearest (0) or bilinear (1)", mode);
   Tensor* t = make_node(ctx, Op::Upscale, DType::F32, {ne0, ne1, ne2, ne3}, {a});
-  t->set_param_i(0, mode);
+  detail::store_params(*t, UpscaleParams{static_cast<UpscaleMode>(mode & 0xff), (mode & kAlignCorners) != 0});
   return t;
 }
 
@@ -331,8 +328,13 @@ Tensor* pad(Context& ctx, Tensor* a, const std::array<int32_t, 8>& pads, bool ci
     ne[d] += pads[2 * d] + pads[2 * d + 1];
   }
   Tensor* t = make_node(ctx, Op::Pad, DType::F32, ne, {a});
-  for (int i = 0; i < 8; ++i) t->set_param_i(i, pads[i]);
-  t->set_param_i(8, circular ? 1 : 0);
+  PadParams p;
+  for (size_t d = 0; d < 4; ++d) {
+    p.left[d] = pads[2 * d];
+    p.right[d] = pads[2 * d + 1];
+  }
+  p.circular = circular;
+  detail::store_params(*t, p);
   return t;
 }
 
@@ -346,9 +348,7 @@ Tensor* arange(Context& ctx, float start, float stop, float step) {
   if (n > static_cast<double>(INT32_MAX))
     raise(ErrorCode::InvalidArgument, "ARANGE: {} elements is too many", n);
   Tensor* t = make_node(ctx, Op::Arange, DType::F32, {static_cast<int64_t>(n), 1, 1, 1}, {});
-  t->set_param_f(0, start);
-  t->set_param_f(1, stop);
-  t->set_param_f(2, step);
+  detail::store_params(*t, ArangeParams{start, stop, step});
   return t;
 }
 
@@ -359,8 +359,7 @@ Tensor* timestep_embedding(Context& ctx, Tensor* timesteps, int dim, int max_per
   require(dim >= 1 && max_period >= 1, Op::TimestepEmbedding, {timesteps},
           "dim {} and max_period {} must be >= 1", dim, max_period);
   Tensor* t = make_node(ctx, Op::TimestepEmbedding, DType::F32, {dim, timesteps->ne[0], 1, 1}, {timesteps});
-  t->set_param_i(0, dim);
-  t->set_param_i(1, max_period);
+  detail::store_params(*t, TimestepEmbeddingParams{dim, max_period});
   return t;
 }
 
@@ -385,7 +384,7 @@ Tensor* diag_mask_inf(Context& ctx, Tensor* a, int n_past) {
   require(a->type == DType::F32, Op::DiagMaskInf, {a}, "needs f32");
   require(n_past >= 0, Op::DiagMaskInf, {a}, "n_past {} must be >= 0", n_past);
   Tensor* t = same_as(ctx, Op::DiagMaskInf, a, {a});
-  t->set_param_i(0, n_past);
+  detail::store_params(*t, DiagMaskInfParams{n_past});
   return t;
 }
 
@@ -402,8 +401,7 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, float max_b
             "mask.ne2/ne3 must tile a.ne2/ne3");
   }
   Tensor* t = make_node(ctx, Op::SoftMax, DType::F32, a->ne, {a, mask});
-  t->set_param_f(0, scale);
-  t->set_param_f(1, max_bias);
+  detail::store_params(*t, SoftMaxParams{scale, max_bias});
   return t;
 }
 
@@ -422,15 +420,7 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, c
     require(freq_factors->type == DType::F32 && freq_factors->ne[0] >= p.n_dims / 2, Op::Rope,
             {a, positions, freq_factors}, "freq factors must be f32 with at least n_dims/2 entries");
   Tensor* t = make_node(ctx, Op::Rope, a->type, a->ne, {a, positions, freq_factors});
-  t->set_param_i(1, p.n_dims);
-  t->set_param_i(2, static_cast<int32_t>(p.mode));
-  t->set_param_i(4, p.n_ctx_orig);
-  t->set_param_f(5, p.freq_base);
-  t->set_param_f(6, p.freq_scale);
-  t->set_param_f(7, p.ext_factor);
-  t->set_param_f(8, p.attn_factor);
-  t->set_param_f(9, p.beta_fast);
-  t->set_param_f(10, p.beta_slow);
+  detail::store_params(*t, p);
   return t;
 }
 
@@ -443,6 +433,8 @@ Tensor* im2col(Context& ctx, Tensor* kernel, Tensor* input, int s0, int s1, int 
           "result must be f16 or f32");
   require(is_float(input->type) && input->type != DType::BF16, Op::Im2Col, {kernel, input},
           "input must be f32 or f16");
+  require(kernel->type == DType::F32 || kernel->type == DType::F16, Op::Im2Col, {kernel, input},
+          "kernel must be f32 or f16");
   require(s0 > 0 && d0 > 0 && p0 >= 0 && (!is_2d || (s1 > 0 && d1 > 0 && p1 >= 0)), Op::Im2Col,
           {kernel, input}, "strides and dilations must be > 0, paddings >= 0");
   const int64_t ic_k = is_2d ? kernel->ne[2] : kernel->ne[1];
@@ -459,8 +451,7 @@ Tensor* im2col(Context& ctx, Tensor* kernel, Tensor* input, int s0, int s1, int 
   const std::array<int64_t, 4> ne = is_2d ? std::array<int64_t, 4>{ic_in * kh * kw, ow, oh, input->ne[3]}
                                           : std::array<int64_t, 4>{ic_in * kw, ow, input->ne[2], 1};
   Tensor* t = make_node(ctx, Op::Im2Col, dst_type, ne, {kernel, input});
-  const int32_t params[7] = {s0, s1, p0, p1, d0, d1, is_2d ? 1 : 0};
-  for (int i = 0; i < 7; ++i) t->set_param_i(i, params[i]);
+  detail::store_params(*t, Im2ColParams{s0, s1, p0, p1, d0, d1, is_2d});
   return t;
 }
 
@@ -474,8 +465,7 @@ Tensor* pool_2d(Context& ctx, Tensor* a, PoolOp op, int k0, int k1, int s0, int 
   const int64_t w = (a->ne[0] + 2 * p0 - k0), h = (a->ne[1] + 2 * p1 - k1);
   require(w >= 0 && h >= 0, Op::Pool2D, {a}, "kernel {}x{} larger than the padded input", k0, k1);
   Tensor* t = make_node(ctx, Op::Pool2D, DType::F32, {w / s0 + 1, h / s1 + 1, a->ne[2], a->ne[3]}, {a});
-  const int32_t params[7] = {static_cast<int32_t>(op), k0, k1, s0, s1, p0, p1};
-  for (int i = 0; i < 7; ++i) t->set_param_i(i, params[i]);
+  detail::store_params(*t, Pool2DParams{op, k0, k1, s0, s1, p0, p1});
   return t;
 }
 
@@ -492,7 +482,7 @@ Tensor* argsort(Context& ctx, Tensor* a, SortOrder order) {
           "unknown order {}", static_cast<int>(order));
   require(a->ne[0] <= INT32_MAX, Op::Argsort, {a}, "rows longer than INT32_MAX");
   Tensor* t = make_node(ctx, Op::Argsort, DType::I32, a->ne, {a});
-  t->set_param_i(0, static_cast<int32_t>(order));
+  detail::store_params(*t, order);
   return t;
 }
 

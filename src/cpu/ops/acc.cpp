@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -33,15 +34,13 @@ void run_acc(const ComputeContext& ctx, Tensor& dst) {
       !dst.is_contiguous() || !a.same_shape(dst))
     raise(ErrorCode::InvalidArgument, "ACC: needs contiguous f32 a and result ({}, {}, {})", a.describe(),
           b.describe(), dst.describe());
-  const std::array<size_t, 4> stride{4, static_cast<size_t>(dst.param_i(0)),
-                                     static_cast<size_t>(dst.param_i(1)),
-                                     static_cast<size_t>(dst.param_i(2))};
-  const size_t offset = static_cast<size_t>(dst.param_i(3));
+  const AccParams params = acc_params(dst);
+  const std::array<size_t, 4> stride{4, params.nb1, params.nb2, params.nb3};
+  const size_t offset = params.offset;
   size_t last = offset;
   for (int d = 0; d < kMaxDims; ++d) last += stride[d] * static_cast<size_t>(b.ne[d] - 1);
   const size_t bytes = static_cast<size_t>(dst.nelements()) * 4;
-  if (dst.param_i(0) < 0 || dst.param_i(1) < 0 || dst.param_i(2) < 0 || dst.param_i(3) < 0 ||
-      offset % 4 != 0 || last + 4 > bytes)
+  if (offset % 4 != 0 || last + 4 > bytes)
     raise(ErrorCode::InvalidArgument, "ACC: {} at offset {} with strides {}, {}, {} writes outside {}",
           b.describe(), offset, stride[1], stride[2], stride[3], dst.describe());
 

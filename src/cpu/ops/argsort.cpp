@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 
@@ -15,11 +16,7 @@ void run_argsort(const ComputeContext& ctx, Tensor& dst) {
   TESSERA_ASSERT(dst.type == DType::I32 && dst.is_contiguous() && dst.same_shape(a));
   if (a.type != DType::F32)
     raise(ErrorCode::Unsupported, "CPU: ARGSORT needs an f32 source, got {}", a.describe());
-  const int32_t order = dst.param_i(0);
-  if (order != static_cast<int32_t>(SortOrder::Ascending) &&
-      order != static_cast<int32_t>(SortOrder::Descending))
-    raise(ErrorCode::InvalidArgument, "ARGSORT: unknown order {}", order);
-  const bool descending = order == static_cast<int32_t>(SortOrder::Descending);
+  const bool descending = argsort_order(dst) == SortOrder::Descending;
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
     std::vector<float> x(static_cast<size_t>(ne0));

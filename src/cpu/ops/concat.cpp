@@ -5,13 +5,14 @@
 
 #include "core/check.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 
 void run_concat(const ComputeContext& ctx, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
-  const int dim = dst.param_i(0);
+  const int dim = concat_params(dst).dim;
   if (dim < 0 || dim >= kMaxDims || a.type != dst.type || b.type != dst.type || is_quantized(dst.type))
     raise(ErrorCode::InvalidArgument, "CONCAT: cannot concatenate {} and {} along dim {}", a.describe(),
           b.describe(), dim);

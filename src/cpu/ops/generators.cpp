@@ -4,12 +4,14 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
 
 void arange(const ComputeContext& ctx, Tensor& dst) {
-  const float start = dst.param_f(0), step = dst.param_f(2);
+  const ArangeParams params = arange_params(dst);
+  const float start = params.start, step = params.step;
   float* out = static_cast<float*>(dst.data);
   ctx.parallel_for(dst.ne[0], [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = start + static_cast<float>(i) * step;
@@ -18,8 +20,9 @@ void arange(const ComputeContext& ctx, Tensor& dst) {
 
 void timestep_embedding(const ComputeContext& ctx, Tensor& dst) {
   const Tensor& t = *dst.src[0];
-  const int64_t dim = dst.param_i(0);
-  const float max_period = static_cast<float>(dst.param_i(1));
+  const TimestepEmbeddingParams params = timestep_embedding_params(dst);
+  const int64_t dim = params.dim;
+  const float max_period = static_cast<float>(params.max_period);
   const int64_t half = dim / 2;
   TESSERA_ASSERT(dst.ne[0] == dim && dst.ne[1] == t.ne[0]);
   const float neg_log_period = -std::log(max_period);

@@ -2,6 +2,7 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 
@@ -9,11 +10,11 @@ void run_im2col(const ComputeContext& ctx, Tensor& dst) {
   const Tensor& kernel = *dst.src[0];
   const Tensor& in = *dst.src[1];
   TESSERA_ASSERT((dst.type == DType::F32 || dst.type == DType::F16) && dst.is_contiguous());
-  const bool is_2d = dst.param_i(6) != 0;
-  const int64_t s0 = dst.param_i(0), p0 = dst.param_i(2), d0 = dst.param_i(4);
+  const Im2ColParams params = im2col_params(dst);
+  const bool is_2d = params.is_2d;
+  const int64_t s0 = params.s0, p0 = params.p0, d0 = params.d0;
   // 1-D has no second spatial dim: its stride, padding and dilation play no part.
-  const int64_t s1 = is_2d ? dst.param_i(1) : 1, p1 = is_2d ? dst.param_i(3) : 0,
-                d1 = is_2d ? dst.param_i(5) : 1;
+  const int64_t s1 = is_2d ? params.s1 : 1, p1 = is_2d ? params.p1 : 0, d1 = is_2d ? params.d1 : 1;
 
   const int64_t kw = kernel.ne[0], kh = is_2d ? kernel.ne[1] : 1;
   const int64_t iw = in.ne[0], ih = is_2d ? in.ne[1] : 1;

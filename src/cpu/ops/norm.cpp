@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -111,15 +112,12 @@ void run_norm(const ComputeContext& ctx, Tensor& dst) {
     raise(ErrorCode::Unsupported, "CPU: {} needs an f32 source, got {}", op_name(dst.op), a.describe());
   switch (dst.op) {
     case Op::Norm:
-      return norm_rows(ctx, a, dst, dst.param_f(0));
+      return norm_rows(ctx, a, dst, norm_params(dst).eps);
     case Op::RmsNorm:
-      return rms_norm_rows(ctx, a, dst, dst.param_f(0));
+      return rms_norm_rows(ctx, a, dst, norm_params(dst).eps);
     case Op::GroupNorm: {
-      const int32_t n_groups = dst.param_i(0);
-      if (n_groups < 1)
-        raise(ErrorCode::InvalidArgument, "GROUP_NORM: n_groups {} must be >= 1 ({})", n_groups,
-              dst.describe());
-      return group_norm(ctx, a, dst, n_groups, dst.param_f(1));
+      const GroupNormParams params = group_norm_params(dst);
+      return group_norm(ctx, a, dst, params.n_groups, params.eps);
     }
     default:
       raise(ErrorCode::Unsupported, "CPU: run_norm cannot run {}", op_name(dst.op));

@@ -2,19 +2,19 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 
 void run_pad(const ComputeContext& ctx, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous());
-  int64_t lp[4];
-  for (int d = 0; d < 4; ++d) lp[d] = dst.param_i(2 * d);
-  const bool circular = dst.param_i(8) != 0;
+  const PadParams params = pad_params(dst);
+  const bool circular = params.circular;
 
   // Source index along dim d for output index i, or -1 when it falls in zero padding.
   auto source_index = [&](int d, int64_t i) -> int64_t {
-    const int64_t j = i - lp[d];
+    const int64_t j = i - params.left[static_cast<size_t>(d)];
     if (circular) {
       if (a.ne[d] == 0) return -1;
       return ((j % a.ne[d]) + a.ne[d]) % a.ne[d];

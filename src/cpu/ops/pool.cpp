@@ -4,17 +4,17 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 
 void run_pool_2d(const ComputeContext& ctx, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous());
-  const auto op = static_cast<PoolOp>(dst.param_i(0));
-  const int64_t k0 = dst.param_i(1), k1 = dst.param_i(2), s0 = dst.param_i(3), s1 = dst.param_i(4),
-                p0 = dst.param_i(5), p1 = dst.param_i(6);
-  if (op != PoolOp::Max && op != PoolOp::Avg)
-    raise(ErrorCode::InvalidArgument, "POOL_2D: unknown pool op {}", dst.param_i(0));
+  const Pool2DParams params = pool_2d_params(dst);
+  const PoolOp op = params.op;
+  const int64_t k0 = params.k0, k1 = params.k1, s0 = params.s0, s1 = params.s1, p0 = params.p0,
+                p1 = params.p1;
 
   const int64_t ne0 = dst.ne[0], ne1 = dst.ne[1], ne2 = dst.ne[2];
   ctx.parallel_for(dst.nrows(), [&](int64_t begin, int64_t end) {

@@ -7,20 +7,12 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_constants.h"
 
 namespace tessera::cpu {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// ALiBi slope of head h out of n_head heads (1 when max_bias is 0), in f32 like ggml.
-float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
-  if (max_bias <= 0.0f) return 1.0f;
-  const int64_t n = int64_t{1} << static_cast<int>(std::floor(std::log2(static_cast<double>(n_head))));
-  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n));
-  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n));
-  return h < n ? std::pow(m0, static_cast<float>(h + 1)) : std::pow(m1, static_cast<float>(2 * (h - n) + 1));
-}
 
 }  // namespace
 
@@ -29,7 +21,7 @@ void run_diag_mask_inf(const ComputeContext& ctx, Tensor& dst) {
   TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous() && dst.same_shape(a));
   if (a.type != DType::F32)
     raise(ErrorCode::Unsupported, "CPU: DIAG_MASK_INF needs an f32 source, got {}", a.describe());
-  const int64_t n_past = dst.param_i(0);
+  const int64_t n_past = diag_mask_inf_params(dst).n_past;
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -51,8 +43,9 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
                           mask->ne[1] < a.ne[1] || a.ne[2] % mask->ne[2] != 0 || a.ne[3] % mask->ne[3] != 0))
     raise(ErrorCode::InvalidArgument, "SOFT_MAX: mask {} does not fit {}", mask->describe(), a.describe());
 
-  const float scale = dst.param_f(0);
-  const float max_bias = dst.param_f(1);
+  const SoftMaxParams params = soft_max_params(dst);
+  const float scale = params.scale;
+  const AlibiSlopes alibi = alibi_slopes(params.max_bias, a.ne[2]);
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
     std::vector<float> m(mask != nullptr ? static_cast<size_t>(ne0) : 0);
@@ -64,7 +57,7 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
       if (mask != nullptr) {
         // Mask row i1 of the mask slice that tiles (i2, i3); the slope belongs to head i2.
         load_row_f32(*mask, i1, i2 % mask->ne[2], i3 % mask->ne[3], m.data());
-        const float slope = alibi_slope(max_bias, i2, ne2);
+        const float slope = alibi.slope(i2);
         for (int64_t i = 0; i < ne0; ++i) w[i] += slope * m[i];
       }
       float max = kNegInf;

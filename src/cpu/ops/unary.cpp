@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -81,8 +82,8 @@ void map_rows(const ComputeContext& ctx, const Tensor& a, Tensor& dst, F f) {
 }
 
 void run_unary_fn(const ComputeContext& ctx, const Tensor& a, Tensor& dst) {
-  const int32_t which = dst.param_i(0);
-  switch (static_cast<UnaryOp>(which)) {
+  const UnaryOp which = unary_op(dst);
+  switch (which) {
     case UnaryOp::Gelu:
       return map_rows(ctx, a, dst, GeluFn{});
     case UnaryOp::GeluQuick:
@@ -100,7 +101,7 @@ void run_unary_fn(const ComputeContext& ctx, const Tensor& a, Tensor& dst) {
     case UnaryOp::Count_:
       break;
   }
-  raise(ErrorCode::InvalidArgument, "UNARY: unknown unary op {}", which);
+  raise(ErrorCode::InvalidArgument, "UNARY: unknown unary op {}", static_cast<int>(which));
 }
 
 }  // namespace
@@ -114,13 +115,13 @@ void run_unary(const ComputeContext& ctx, Tensor& dst) {
     case Op::Unary:
       return run_unary_fn(ctx, a, dst);
     case Op::LeakyRelu:
-      return map_rows(ctx, a, dst, LeakyReluFn{dst.param_f(0)});
+      return map_rows(ctx, a, dst, LeakyReluFn{leaky_relu_params(dst).slope});
     case Op::Scale:
-      return map_rows(ctx, a, dst, ScaleFn{dst.param_f(0), dst.param_f(1)});
+      return map_rows(ctx, a, dst, ScaleFn{scale_params(dst).scale, scale_params(dst).bias});
     case Op::Sqr:
       return map_rows(ctx, a, dst, SqrFn{});
     case Op::Clamp:
-      return map_rows(ctx, a, dst, ClampFn{dst.param_f(0), dst.param_f(1)});
+      return map_rows(ctx, a, dst, ClampFn{clamp_params(dst).min, clamp_params(dst).max});
     default:
       raise(ErrorCode::Unsupported, "CPU: {} is not a unary op", op_name(dst.op));
   }

@@ -5,13 +5,10 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
-
-constexpr int32_t kModeNearest = 0;
-constexpr int32_t kModeBilinear = 1;
-constexpr int32_t kFlagAlignCorners = 1 << 8;
 
 float load(const Tensor& a, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
   return load_f32(
@@ -51,10 +48,8 @@ void run_upscale(const ComputeContext& ctx, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous());
   if (a.nelements() == 0) raise(ErrorCode::InvalidArgument, "UPSCALE: empty source {}", a.describe());
-  const int32_t mode = dst.param_i(0) & 0xff;
-  const bool align_corners = (dst.param_i(0) & kFlagAlignCorners) != 0;
-  if (mode != kModeNearest && mode != kModeBilinear)
-    raise(ErrorCode::InvalidArgument, "UPSCALE: unknown mode {}", dst.param_i(0));
+  const UpscaleParams params = upscale_params(dst);
+  const bool align_corners = params.align_corners;
 
   // Nearest scale factors, in f32 as ggml computes them (the index rounding depends on it).
   float sf[4];
@@ -69,7 +64,7 @@ void run_upscale(const ComputeContext& ctx, Tensor& dst) {
       const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
       float* out = reinterpret_cast<float*>(dst.at(0, i1, i2, i3));
       const int64_t j2 = nearest(2, i2), j3 = nearest(3, i3);
-      if (mode == kModeNearest) {
+      if (params.mode == UpscaleMode::Nearest) {
         const int64_t j1 = nearest(1, i1);
         for (int64_t i0 = 0; i0 < ne0; ++i0) out[i0] = load(a, nearest(0, i0), j1, j2, j3);
         continue;

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/programs.h"
+#include "tessera/op_params.h"
 
 namespace tessera::opencl {
 namespace {
@@ -43,9 +44,8 @@ struct AccTarget {
 };
 
 AccTarget acc_target(const Tensor& node) {
-  return {{4, static_cast<size_t>(node.param_i(0)), static_cast<size_t>(node.param_i(1)),
-           static_cast<size_t>(node.param_i(2))},
-          static_cast<size_t>(node.param_i(3))};
+  const AccParams p = acc_params(node);
+  return {{4, p.nb1, p.nb2, p.nb3}, p.offset};
 }
 
 // True when no two elements of b land on the same f32 (strides sorted, each above the span below).
@@ -68,8 +68,6 @@ bool supports_acc(const Tensor& node) {
       node.type != DType::F32 || !a->is_contiguous() || !node.is_contiguous() || !a->same_shape(node) ||
       b->nelements() <= 0)
     return false;
-  for (int i = 0; i < 4; ++i)
-    if (node.param_i(i) < 0) return false;
   // Whole f32 targets only (the kernels address dst in f32 units).
   const AccTarget t = acc_target(node);
   for (size_t s : t.stride)

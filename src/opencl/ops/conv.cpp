@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/programs.h"
+#include "tessera/op_params.h"
 
 namespace tessera::opencl {
 namespace {
@@ -15,20 +16,14 @@ bool supports_im2col(const Tensor& node) {
   if (kernel == nullptr || in == nullptr || !float_type(in->type) || !float_type(node.type) ||
       in->nelements() == 0)
     return false;
-  const bool is_2d = node.param_i(6) != 0;
-  const int64_t kw = kernel->ne[0], kh = is_2d ? kernel->ne[1] : 1;
-  const int64_t ic = is_2d ? in->ne[2] : in->ne[1];
-  if (node.ne[0] != ic * kh * kw) return false;
-  if (!is_2d && (node.ne[2] != in->ne[2] || node.ne[3] != 1)) return false;
-  if (is_2d && node.ne[3] != in->ne[3]) return false;
-  return node.param_i(0) > 0 && node.param_i(4) > 0 && node.param_i(2) >= 0 &&
-         (!is_2d || (node.param_i(1) > 0 && node.param_i(5) > 0 && node.param_i(3) >= 0));
+  return true;
 }
 
 void run_im2col(const device::OpContext& ctx, Tensor& node) {
   const Tensor& kernel = *node.src[0];
   const Tensor& in = *node.src[1];
-  const bool is_2d = node.param_i(6) != 0;
+  const Im2ColParams params = im2col_params(node);
+  const bool is_2d = params.is_2d;
   const TensorArg ti = tensor_arg(ctx, in);
   const TensorArg td = tensor_arg(ctx, node);
   // Roles: input strides (w, h, c, n) and the result as [IC*KH*KW, OW, OH, N] (1-D: OH = 1).
@@ -37,9 +32,8 @@ void run_im2col(const device::OpContext& ctx, Tensor& node) {
   const cl_long4 dne = is_2d ? td.ne : cl_long4{{td.ne.s[0], td.ne.s[1], 1, td.ne.s[2]}};
   const cl_ulong4 dnb = is_2d ? td.nb : cl_ulong4{{td.nb.s[0], td.nb.s[1], 0, td.nb.s[2]}};
   const cl_long kw = kernel.ne[0], kh = is_2d ? kernel.ne[1] : 1;
-  const cl_int s0 = node.param_i(0), p0 = node.param_i(2), d0 = node.param_i(4);
-  const cl_int s1 = is_2d ? node.param_i(1) : 1, p1 = is_2d ? node.param_i(3) : 0,
-               d1 = is_2d ? node.param_i(5) : 1;
+  const cl_int s0 = params.s0, p0 = params.p0, d0 = params.d0;
+  const cl_int s1 = is_2d ? params.s1 : 1, p1 = is_2d ? params.p1 : 0, d1 = is_2d ? params.d1 : 1;
   const cl_long n = node.nelements();
   cl_kernel k = kernel_of(ctx, kLayoutProgram, "im2col_op");
   set_args(ctx, k, ti.mem, ti.offset, ti.type, inb, iw, ih, td.mem, td.offset, td.type, dne, dnb, kw, kh, s0,
@@ -49,20 +43,16 @@ void run_im2col(const device::OpContext& ctx, Tensor& node) {
 
 bool supports_pool_2d(const Tensor& node) {
   const Tensor* a = node.src[0];
-  if (a == nullptr || !float_type(a->type) || node.type != DType::F32 || a->nelements() == 0) return false;
-  const int32_t op = node.param_i(0);
-  if (op != static_cast<int32_t>(PoolOp::Max) && op != static_cast<int32_t>(PoolOp::Avg)) return false;
-  for (int i = 1; i <= 4; ++i)
-    if (node.param_i(i) <= 0) return false;
-  return node.param_i(5) >= 0 && node.param_i(6) >= 0 && node.ne[2] == a->ne[2] && node.ne[3] == a->ne[3];
+  return a != nullptr && float_type(a->type) && node.type == DType::F32 && a->nelements() > 0;
 }
 
 void run_pool_2d(const device::OpContext& ctx, Tensor& node) {
   const Tensor& a = *node.src[0];
   const TensorArg ta = tensor_arg(ctx, a);
   const TensorArg td = tensor_arg(ctx, node);
-  const cl_int op = node.param_i(0), k0 = node.param_i(1), k1 = node.param_i(2), s0 = node.param_i(3),
-               s1 = node.param_i(4), p0 = node.param_i(5), p1 = node.param_i(6);
+  const Pool2DParams params = pool_2d_params(node);
+  const cl_int op = static_cast<cl_int>(params.op), k0 = params.k0, k1 = params.k1, s0 = params.s0,
+               s1 = params.s1, p0 = params.p0, p1 = params.p1;
   const cl_long n = node.nelements();
   cl_kernel k = kernel_of(ctx, kLayoutProgram, "pool_2d_op");
   set_args(ctx, k, ta.mem, ta.offset, ta.type, ta.ne, ta.nb, td.mem, td.offset, td.ne, td.nb, op, k0, k1, s0,

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/group_launch.h"
+#include "tessera/op_params.h"
 
 namespace tessera::opencl {
 namespace {
@@ -17,12 +18,10 @@ void run_norm(const device::OpContext& ctx, Tensor& node) {
   if (node.nelements() == 0) return;
   const TensorArg s = tensor_arg(ctx, a);
   const TensorArg d = tensor_arg(ctx, node);
-  const float eps = node.op == Op::GroupNorm ? node.param_f(1) : node.param_f(0);
   if (node.op == Op::GroupNorm) {
-    const int32_t n_groups = node.param_i(0);
-    if (n_groups < 1)
-      raise(ErrorCode::InvalidArgument, "GROUP_NORM: n_groups {} must be >= 1 ({})", n_groups,
-            node.describe());
+    const GroupNormParams params = group_norm_params(node);
+    const int32_t n_groups = params.n_groups;
+    const float eps = params.eps;
     const cl_long per_group = (a.ne[2] + n_groups - 1) / n_groups;
     cl_kernel k = kernel_of(ctx, "norm", "group_norm");
     set_args(ctx, k, s.mem, s.offset, s.ne, s.nb, d.mem, d.offset, d.nb, per_group, eps);
@@ -33,6 +32,7 @@ void run_norm(const device::OpContext& ctx, Tensor& node) {
   }
   const cl_long ne0 = a.ne[0];
   const cl_int rms = node.op == Op::RmsNorm ? 1 : 0;
+  const float eps = norm_params(node).eps;
   cl_kernel k = kernel_of(ctx, "norm", "norm_rows");
   set_args(ctx, k, s.mem, s.offset, ne0, s.nb, d.mem, d.offset, d.nb, eps, rms);
   launch_groups(ctx, k,

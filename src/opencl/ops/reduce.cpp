@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/programs.h"
+#include "tessera/op_params.h"
 
 namespace tessera::opencl {
 namespace {
@@ -59,11 +60,8 @@ void run_sum_rows(const device::OpContext& ctx, Tensor& node) {
 
 bool supports_argsort(const Tensor& node) {
   const Tensor* a = node.src[0];
-  const int32_t order = node.param_i(0);
   return a != nullptr && a->type == DType::F32 && node.type == DType::I32 && a->same_shape(node) &&
-         a->ne[0] <= kSortMax &&
-         (order == static_cast<int32_t>(SortOrder::Ascending) ||
-          order == static_cast<int32_t>(SortOrder::Descending));
+         a->ne[0] <= kSortMax;
 }
 
 void run_argsort(const device::OpContext& ctx, Tensor& node) {
@@ -71,7 +69,7 @@ void run_argsort(const device::OpContext& ctx, Tensor& node) {
   if (a.nelements() == 0) return;
   const TensorArg ta = tensor_arg(ctx, a);
   const TensorArg td = tensor_arg(ctx, node);
-  const cl_int desc = node.param_i(0) == static_cast<int32_t>(SortOrder::Descending) ? 1 : 0;
+  const cl_int desc = argsort_order(node) == SortOrder::Descending ? 1 : 0;
   int64_t padded = 1;
   while (padded < a.ne[0]) padded *= 2;
   const cl_int n2 = static_cast<cl_int>(padded);

@@ -5,17 +5,14 @@
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/programs.h"
+#include "tessera/op_params.h"
 
 namespace tessera::opencl {
 namespace {
 
-constexpr int32_t kFlagAlignCorners = 1 << 8;
-
 bool supports_upscale(const Tensor& node) {
   const Tensor* a = node.src[0];
-  if (a == nullptr || a->type != DType::F32 || node.type != DType::F32 || a->nelements() <= 0) return false;
-  const int32_t mode = node.param_i(0);
-  return ((mode & 0xff) == 0 || (mode & 0xff) == 1) && (mode & ~0x1ff) == 0;
+  return a != nullptr && a->type == DType::F32 && node.type == DType::F32 && a->nelements() > 0;
 }
 
 void run_upscale(const device::OpContext& ctx, Tensor& node) {
@@ -28,8 +25,9 @@ void run_upscale(const device::OpContext& ctx, Tensor& node) {
     sf.s[d] = static_cast<float>(node.ne[static_cast<size_t>(d)]) /
               static_cast<float>(a.ne[static_cast<size_t>(d)]);
   const cl_long n = node.nelements();
-  const cl_int bilinear = (node.param_i(0) & 0xff) == 1 ? 1 : 0;
-  const cl_int align_corners = (node.param_i(0) & kFlagAlignCorners) != 0 ? 1 : 0;
+  const UpscaleParams params = upscale_params(node);
+  const cl_int bilinear = params.mode == UpscaleMode::Bilinear ? 1 : 0;
+  const cl_int align_corners = params.align_corners ? 1 : 0;
   cl_kernel k = kernel_of(ctx, kLayoutProgram, "upscale_op");
   set_args(ctx, k, ta.mem, ta.offset, ta.ne, ta.nb, td.mem, td.offset, td.ne, td.nb, sf, n, bilinear,
            align_corners);
@@ -38,15 +36,7 @@ void run_upscale(const device::OpContext& ctx, Tensor& node) {
 
 bool supports_pad(const Tensor& node) {
   const Tensor* a = node.src[0];
-  if (a == nullptr || a->type != DType::F32 || node.type != DType::F32) return false;
-  const bool circular = node.param_i(8) != 0;
-  for (int d = 0; d < kMaxDims; ++d) {
-    const int32_t lp = node.param_i(2 * d), rp = node.param_i(2 * d + 1);
-    const int64_t ne = a->ne[static_cast<size_t>(d)];
-    if (lp < 0 || rp < 0 || node.ne[static_cast<size_t>(d)] != ne + lp + rp) return false;
-    if (circular && (lp > ne || rp > ne)) return false;
-  }
-  return true;
+  return a != nullptr && a->type == DType::F32 && node.type == DType::F32;
 }
 
 void run_pad(const device::OpContext& ctx, Tensor& node) {
@@ -57,9 +47,10 @@ void run_pad(const device::OpContext& ctx, Tensor& node) {
   }
   const TensorArg ta = tensor_arg(ctx, a);
   const TensorArg td = tensor_arg(ctx, node);
-  const cl_long4 lp{{node.param_i(0), node.param_i(2), node.param_i(4), node.param_i(6)}};
+  const PadParams params = pad_params(node);
+  const cl_long4 lp{{params.left[0], params.left[1], params.left[2], params.left[3]}};
   const cl_long n = node.nelements();
-  const cl_int circular = node.param_i(8) != 0 ? 1 : 0;
+  const cl_int circular = params.circular ? 1 : 0;
   cl_kernel k = kernel_of(ctx, kLayoutProgram, "pad_op");
   set_args(ctx, k, ta.mem, ta.offset, ta.ne, ta.nb, td.mem, td.offset, td.ne, td.nb, lp, n, circular);
   launch(ctx, k, {static_cast<size_t>(n), 1, 1});
@@ -69,7 +60,8 @@ bool supports_arange(const Tensor& node) { return node.type == DType::F32 && nod
 
 void run_arange(const device::OpContext& ctx, Tensor& node) {
   const TensorArg td = tensor_arg(ctx, node);
-  const cl_float start = node.param_f(0), step = node.param_f(2);
+  const ArangeParams params = arange_params(node);
+  const cl_float start = params.start, step = params.step;
   const cl_long n = node.nelements();
   cl_kernel k = kernel_of(ctx, kLayoutProgram, "arange_op");
   set_args(ctx, k, td.mem, td.offset, start, step, n);
@@ -78,18 +70,17 @@ void run_arange(const device::OpContext& ctx, Tensor& node) {
 
 bool supports_timestep_embedding(const Tensor& node) {
   const Tensor* t = node.src[0];
-  return t != nullptr && t->type == DType::F32 && t->n_dims() == 1 && node.type == DType::F32 &&
-         node.param_i(0) >= 1 && node.param_i(1) >= 1 && node.ne[0] == node.param_i(0) &&
-         node.ne[1] == t->ne[0] && node.ne[2] == 1 && node.ne[3] == 1 && node.rows_contiguous();
+  return t != nullptr && t->type == DType::F32 && node.type == DType::F32 && node.rows_contiguous();
 }
 
 void run_timestep_embedding(const device::OpContext& ctx, Tensor& node) {
   const Tensor& t = *node.src[0];
   const TensorArg tt = tensor_arg(ctx, t);
   const TensorArg td = tensor_arg(ctx, node);
-  const cl_int dim = node.param_i(0);
+  const TimestepEmbeddingParams params = timestep_embedding_params(node);
+  const cl_int dim = params.dim;
   // -log(max_period) in f32, as the CPU computes it.
-  const cl_float neg_log_period = -std::log(static_cast<float>(node.param_i(1)));
+  const cl_float neg_log_period = -std::log(static_cast<float>(params.max_period));
   const cl_long n = node.nelements();
   cl_kernel k = kernel_of(ctx, kLayoutProgram, "timestep_embedding_op");
   set_args(ctx, k, tt.mem, tt.offset, tt.nb.s[0], td.mem, td.offset, td.nb.s[1], dim, neg_log_period, n);

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/programs.h"
+#include "tessera/op_params.h"
 
 namespace tessera::opencl {
 namespace {
@@ -31,21 +32,13 @@ void run_repeat(const device::OpContext& ctx, Tensor& node) {
 bool supports_concat(const Tensor& node) {
   const Tensor* a = node.src[0];
   const Tensor* b = node.src[1];
-  const int dim = node.param_i(0);
-  if (a == nullptr || b == nullptr || dim < 0 || dim >= kMaxDims || !element_type(a->type) ||
-      a->type != b->type || node.type != a->type)
-    return false;
-  for (int d = 0; d < kMaxDims; ++d) {
-    const int64_t want = d == dim ? a->ne[d] + b->ne[d] : a->ne[d];
-    if (node.ne[d] != want || (d != dim && b->ne[d] != a->ne[d])) return false;
-  }
-  return true;
+  return a != nullptr && b != nullptr && element_type(a->type) && a->type == b->type && node.type == a->type;
 }
 
 void run_concat(const device::OpContext& ctx, Tensor& node) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  const cl_int dim = node.param_i(0);
+  const cl_int dim = concat_params(node).dim;
   // An empty side is never read (and may have no device address): the other stands in for it.
   const TensorArg ta = tensor_arg(ctx, a.nelements() > 0 ? a : b);
   const TensorArg tb = tensor_arg(ctx, b.nelements() > 0 ? b : a);

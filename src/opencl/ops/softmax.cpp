@@ -1,10 +1,9 @@
 // SOFT_MAX (optional F16/F32 mask tiled over dims 2-3, scale, ALiBi) and DIAG_MASK_INF on OpenCL
 // (kernels/softmax.cl). Any source strides; SOFT_MAX runs a work-group per row.
-#include <cmath>
-
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/group_launch.h"
+#include "tessera/op_constants.h"
 
 namespace tessera::opencl {
 namespace {
@@ -34,13 +33,11 @@ void run_soft_max(const device::OpContext& ctx, Tensor& node) {
     m.mem = s.mem;  // never read; a valid buffer keeps every driver happy
     m.ne = {{1, 1, 1, 1}};
   }
-  const float scale = node.param_f(0), max_bias = node.param_f(1);
-  // The ALiBi bases, exactly as the CPU computes them (f32).
-  const auto n_head_log2 = int64_t{1}
-                           << static_cast<int>(std::floor(std::log2(static_cast<double>(a.ne[2]))));
-  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n_head_log2));
-  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n_head_log2));
-  const cl_long ne0 = a.ne[0], mne2 = m.ne.s[2], mne3 = m.ne.s[3], nhl = n_head_log2;
+  // The ALiBi bases come from core, the same bits the CPU uses.
+  const SoftMaxParams params = soft_max_params(node);
+  const AlibiSlopes alibi = alibi_slopes(params.max_bias, a.ne[2]);
+  const float scale = params.scale, max_bias = alibi.max_bias, m0 = alibi.m0, m1 = alibi.m1;
+  const cl_long ne0 = a.ne[0], mne2 = m.ne.s[2], mne3 = m.ne.s[3], nhl = alibi.n_head_log2;
   cl_kernel k = kernel_of(ctx, "softmax", "soft_max");
   set_args(ctx, k, s.mem, s.offset, ne0, s.nb, m.mem, m.offset, mask_type, mne2, mne3, m.nb, d.mem, d.offset,
            d.nb, scale, max_bias, m0, m1, nhl);
@@ -58,7 +55,7 @@ void run_diag_mask_inf(const device::OpContext& ctx, Tensor& node) {
   const Tensor& a = *node.src[0];
   const TensorArg s = tensor_arg(ctx, a);
   const TensorArg d = tensor_arg(ctx, node);
-  const cl_long n_past = node.param_i(0);
+  const cl_long n_past = diag_mask_inf_params(node).n_past;
   cl_kernel k = kernel_of(ctx, "softmax", "diag_mask_inf");
   set_args(ctx, k, s.mem, s.offset, s.ne, s.nb, d.mem, d.offset, d.nb, n_past);
   launch(

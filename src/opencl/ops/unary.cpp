@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/programs.h"
+#include "tessera/op_params.h"
 
 namespace tessera::opencl {
 namespace {
@@ -15,7 +16,6 @@ bool supports_unary(const Tensor& node) {
   if (a == nullptr || (a->type != DType::F32 && a->type != DType::F16) || node.type != a->type ||
       !a->same_shape(node))
     return false;
-  if (node.op == Op::Unary) return node.param_i(0) >= 0 && node.param_i(0) < kUnaryOpCount;
   return true;
 }
 
@@ -25,24 +25,24 @@ void run_unary(const device::OpContext& ctx, Tensor& node) {
   cl_float p0 = 0.0f, p1 = 0.0f;
   switch (node.op) {
     case Op::Unary:
-      op = node.param_i(0);
+      op = static_cast<cl_int>(unary_op(node));
       break;
     case Op::LeakyRelu:
       op = kLeakyRelu;
-      p0 = node.param_f(0);
+      p0 = leaky_relu_params(node).slope;
       break;
     case Op::Scale:
       op = kScale;
-      p0 = node.param_f(0);
-      p1 = node.param_f(1);
+      p0 = scale_params(node).scale;
+      p1 = scale_params(node).bias;
       break;
     case Op::Sqr:
       op = kSqr;
       break;
     case Op::Clamp:
       op = kClamp;
-      p0 = node.param_f(0);
-      p1 = node.param_f(1);
+      p0 = clamp_params(node).min;
+      p1 = clamp_params(node).max;
       break;
     default:
       raise(ErrorCode::Unsupported, "OpenCL: {} is not a unary op", op_name(node.op));
