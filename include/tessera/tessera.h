@@ -14,6 +14,7 @@
 #include "tessera/op_batch.h"
 #include "tessera/op_constants.h"
 #include "tessera/op_params.h"
+#include "tessera/op_types.h"
 #include "tessera/ops.h"
 #include "tessera/quant.h"
 #include "tessera/tensor.h"

@@ -11,6 +11,7 @@
 #include "tessera/backend.h"
 #include "tessera/context.h"
 #include "tessera/device.h"
+#include "tessera/op_types.h"
 
 namespace tessera::conformance {
 
@@ -80,8 +81,23 @@ Outcome run_case(Case& c, const Target& target, uint32_t seed);
 Totals run_tests(const Target& target, std::vector<std::unique_ptr<Case>>& cases, const Options& options,
                  const std::function<void(const std::string&)>& print);
 
-// The op x type support matrix of a backend, as a Markdown table.
+// The op x type support matrix of a backend, as a Markdown table: one row per op (and unary
+// function) and types of the other sources, one column per type of the op's main slot; a cell is
+// empty where core's table (tessera/op_types.h) has no such combination.
 std::string support_table(const Target& target);
+
+// Makes a leaf of a probe: type, shape, how to fill it, and its range (Indices / Positions).
+using LeafMaker = std::function<Tensor*(DType, std::array<int64_t, 4>, Fill, int64_t)>;
+// A node of `op` with exactly these types, made by the op's builder from leafs (variant: the
+// UnaryOp of UNARY). Throws Error when the builder refuses the combination or builds other types.
+Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& leaf, int variant = 0);
+// Leafs as bare descriptors in ctx (no data).
+LeafMaker plain_leaf(Context& ctx);
+// Every combination of types over op's result and source slots (absent included), defined or not.
+std::vector<OpTypes> all_op_types(Op op);
+// A node of op whose result and sources have been given these types after building: for asking a
+// backend about combinations no builder makes.
+Tensor* build_retyped_probe(Context& ctx, Op op, const OpTypes& types);
 
 // Perf mode: time per run and GFLOP/s or GB/s per case.
 void run_perf(const Target& target, std::vector<std::unique_ptr<Case>>& cases, const Options& options,

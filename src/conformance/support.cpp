@@ -1,98 +1,225 @@
-// The op x type support matrix, from a backend's own supports() answers.
+// The op x type support matrix: core's table (tessera/op_types.h) asked of a backend, one probe
+// node per type combination, built by the op's own builder.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <set>
+
 #include "conformance/harness.h"
+#include "core/check.h"
 #include "tessera/error.h"
 #include "tessera/ops.h"
 
 namespace tessera::conformance {
 namespace {
 
-struct Row {
-  std::string label;
-  std::function<Tensor*(Context&, DType)> build;  // throws Error for a type the op does not take
-};
+// The source slots an op uses (any rule admits a tensor there).
+size_t n_slots(Op op) {
+  size_t n = 0;
+  for (const OpTypeRule& r : op_type_rules(op))
+    for (size_t i = 0; i < kMaxSources; ++i)
+      if (r.src[i].members() != std::vector<std::optional<DType>>{std::nullopt}) n = std::max(n, i + 1);
+  return n;
+}
 
-std::vector<Row> rows() {
-  auto t2 = [](Context& ctx, DType t, int64_t ne0 = 64, int64_t ne1 = 4) {
-    return ctx.new_tensor(t, ne0, ne1);
-  };
-  auto f32 = [](Context& ctx, int64_t ne0 = 64, int64_t ne1 = 4) {
-    return ctx.new_tensor(DType::F32, ne0, ne1);
-  };
-  std::vector<Row> r;
-  r.push_back({"DUP", [=](Context& c, DType t) { return ops::dup(c, t2(c, t)); }});
-  r.push_back({"CONT", [=](Context& c, DType t) { return ops::cont(c, t2(c, t)); }});
-  r.push_back({"CPY (f32 -> type)", [=](Context& c, DType t) { return ops::cpy(c, f32(c), t2(c, t)); }});
-  r.push_back({"CPY (type -> f32)", [=](Context& c, DType t) { return ops::cpy(c, t2(c, t), f32(c)); }});
-  r.push_back({"REPEAT", [=](Context& c, DType t) { return ops::repeat(c, t2(c, t, 64, 1), f32(c)); }});
-  r.push_back({"GET_ROWS",
-               [=](Context& c, DType t) { return ops::get_rows(c, t2(c, t), c.new_tensor(DType::I32, 3)); }});
-  r.push_back({"CONCAT", [=](Context& c, DType t) { return ops::concat(c, t2(c, t), t2(c, t), 1); }});
-  for (Op op : {Op::Add, Op::Mul, Op::Div}) {
-    r.push_back({std::string(op_name(op)) + " (b same type)", [=](Context& c, DType t) {
-                   return op == Op::Add   ? ops::add(c, t2(c, t), t2(c, t))
-                          : op == Op::Mul ? ops::mul(c, t2(c, t), t2(c, t))
-                                          : ops::div(c, t2(c, t), t2(c, t));
-                 }});
-    r.push_back({std::string(op_name(op)) + " (b f32)", [=](Context& c, DType t) {
-                   return op == Op::Add   ? ops::add(c, t2(c, t), f32(c))
-                          : op == Op::Mul ? ops::mul(c, t2(c, t), f32(c))
-                                          : ops::div(c, t2(c, t), f32(c));
-                 }});
+// Names of a node's source slots in table labels.
+const char* slot_name(Op op, size_t i) {
+  switch (op) {
+    case Op::SoftMax:
+      return i == 1 ? "mask" : "a";
+    case Op::Rope:
+      return i == 1 ? "positions" : i == 2 ? "freq factors" : "a";
+    case Op::GetRows:
+      return i == 1 ? "indices" : "a";
+    case Op::Im2Col:
+      return i == 0 ? "kernel" : "input";
+    default:
+      return i == 0 ? "a" : i == 1 ? "b" : "c";
   }
-  r.push_back({"ACC", [=](Context& c, DType t) {
-                 Tensor* a = t2(c, t);
-                 return ops::acc(c, a, t2(c, t, 8, 2), a->nb[1], a->nb[2], a->nb[3], 0);
-               }});
-  for (int u = 0; u < kUnaryOpCount; ++u) {
-    const auto uop = static_cast<UnaryOp>(u);
-    r.push_back({std::string("UNARY ") + std::string(unary_op_name(uop)),
-                 [=](Context& c, DType t) { return ops::unary(c, t2(c, t), uop); }});
-  }
-  r.push_back({"LEAKY_RELU", [=](Context& c, DType t) { return ops::leaky_relu(c, t2(c, t), 0.1f); }});
-  r.push_back({"SCALE", [=](Context& c, DType t) { return ops::scale(c, t2(c, t), 2.0f); }});
-  r.push_back({"SQR", [=](Context& c, DType t) { return ops::sqr(c, t2(c, t)); }});
-  r.push_back({"CLAMP", [=](Context& c, DType t) { return ops::clamp(c, t2(c, t), -1.0f, 1.0f); }});
-  r.push_back({"NORM", [=](Context& c, DType t) { return ops::norm(c, t2(c, t), 1e-5f); }});
-  r.push_back({"RMS_NORM", [=](Context& c, DType t) { return ops::rms_norm(c, t2(c, t), 1e-5f); }});
-  r.push_back({"GROUP_NORM",
-               [=](Context& c, DType t) { return ops::group_norm(c, c.new_tensor(t, 64, 4, 4), 2, 1e-5f); }});
-  r.push_back({"UPSCALE", [=](Context& c, DType t) { return ops::upscale(c, t2(c, t), 128, 8, 1, 1); }});
-  r.push_back({"PAD", [=](Context& c, DType t) {
-                 return ops::pad(c, t2(c, t), {32, 32, 1, 1, 0, 0, 0, 0});
-               }});
-  r.push_back({"ARANGE", [=](Context& c, DType t) {
-                 if (t != DType::F32) throw Error(ErrorCode::InvalidArgument, "ARANGE: f32 only");
-                 return ops::arange(c, 0.0f, 10.0f, 1.0f);
-               }});
-  r.push_back({"TIMESTEP_EMBEDDING", [=](Context& c, DType t) {
-                 return ops::timestep_embedding(c, c.new_tensor(t, 4), 16, 10000);
-               }});
-  r.push_back({"MUL_MAT (b f32)", [=](Context& c, DType t) { return ops::mul_mat(c, t2(c, t), f32(c)); }});
-  r.push_back({"DIAG_MASK_INF", [=](Context& c, DType t) { return ops::diag_mask_inf(c, t2(c, t), 0); }});
-  r.push_back({"SOFT_MAX", [=](Context& c, DType t) { return ops::soft_max(c, t2(c, t)); }});
-  r.push_back({"SOFT_MAX (mask of type)",
-               [=](Context& c, DType t) { return ops::soft_max(c, f32(c), t2(c, t), 0.5f, 0.0f); }});
-  r.push_back({"ROPE", [=](Context& c, DType t) {
-                 ops::RopeParams p;
-                 p.n_dims = 64;
-                 return ops::rope(c, c.new_tensor(t, 64, 2, 3), c.new_tensor(DType::I32, 3), nullptr, p);
-               }});
-  r.push_back({"IM2COL (result of type)", [=](Context& c, DType t) {
-                 return ops::im2col(c, c.new_tensor(DType::F16, 3, 3, 2, 2),
-                                    c.new_tensor(DType::F32, 8, 8, 2, 1), 1, 1, 0, 0, 1, 1, true, t);
-               }});
-  r.push_back({"POOL_2D", [=](Context& c, DType t) {
-                 return ops::pool_2d(c, c.new_tensor(t, 8, 8, 2, 1), PoolOp::Max, 2, 2, 2, 2, 0, 0);
-               }});
-  r.push_back({"SUM_ROWS", [=](Context& c, DType t) { return ops::sum_rows(c, t2(c, t)); }});
-  r.push_back(
-      {"ARGSORT", [=](Context& c, DType t) { return ops::argsort(c, t2(c, t), SortOrder::Ascending); }});
-  return r;
+}
+
+// The slot a table's columns vary: the destination for CPY, the result for IM2COL and ARANGE,
+// else the first source. -1 stands for the result.
+int column_slot(Op op) {
+  if (op == Op::Cpy) return 1;
+  if (op == Op::Im2Col || op == Op::Arange) return -1;
+  return 0;
+}
+
+std::optional<DType> slot_type(const OpTypes& t, int slot) {
+  return slot < 0 ? std::optional<DType>(t.result) : t.src[static_cast<size_t>(slot)];
+}
+
+// The variants of an op that a backend may support separately (the unary functions).
+int n_variants(Op op) { return op == Op::Unary ? kUnaryOpCount : 1; }
+
+std::string variant_label(Op op, int variant) {
+  if (op != Op::Unary) return std::string(op_name(op));
+  return fmt::format("{} {}", op_name(op), unary_op_name(static_cast<UnaryOp>(variant)));
 }
 
 }  // namespace
+
+Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& leaf, int variant) {
+  auto src = [&](size_t i) -> DType {
+    if (!types.src[i])
+      throw Error(ErrorCode::InvalidArgument, fmt::format("{}: needs source {}", op_name(op), i));
+    return *types.src[i];
+  };
+  const Fill near_one = Fill::NearOne;  // keeps DIV and the norms away from tiny values
+  Tensor* node = nullptr;
+  switch (op) {
+    case Op::Dup:
+      node = ops::dup(ctx, leaf(src(0), {64, 4, 1, 1}, near_one, 0));
+      break;
+    case Op::Cont:
+      node = ops::cont(ctx, leaf(src(0), {64, 4, 1, 1}, near_one, 0));
+      break;
+    case Op::Cpy:
+      node =
+          ops::cpy(ctx, leaf(src(0), {64, 4, 1, 1}, near_one, 0), leaf(src(1), {64, 4, 1, 1}, Fill::Zero, 0));
+      break;
+    case Op::Repeat:
+      node = ops::repeat(ctx, leaf(src(0), {64, 1, 1, 1}, near_one, 0), ctx.new_tensor(DType::F32, 64, 4));
+      break;
+    case Op::GetRows:
+      node = ops::get_rows(ctx, leaf(src(0), {64, 5, 1, 1}, near_one, 0),
+                           leaf(src(1), {3, 1, 1, 1}, Fill::Indices, 5));
+      break;
+    case Op::Concat:
+      node = ops::concat(ctx, leaf(src(0), {64, 4, 1, 1}, near_one, 0),
+                         leaf(src(1), {64, 3, 1, 1}, near_one, 0), 1);
+      break;
+    case Op::Add:
+    case Op::Mul:
+    case Op::Div: {
+      Tensor* a = leaf(src(0), {64, 4, 1, 1}, near_one, 0);
+      Tensor* b = leaf(src(1), {64, 1, 1, 1}, near_one, 0);
+      node = op == Op::Add ? ops::add(ctx, a, b) : op == Op::Mul ? ops::mul(ctx, a, b) : ops::div(ctx, a, b);
+      break;
+    }
+    case Op::Acc: {
+      Tensor* a = leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0);
+      node = ops::acc(ctx, a, leaf(src(1), {8, 2, 1, 1}, Fill::Uniform, 0), a->nb[1], a->nb[2], a->nb[3], 0);
+      break;
+    }
+    case Op::Unary:
+      node = ops::unary(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), static_cast<UnaryOp>(variant));
+      break;
+    case Op::LeakyRelu:
+      node = ops::leaky_relu(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), 0.1f);
+      break;
+    case Op::Scale:
+      node = ops::scale(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), 2.0f, 0.5f);
+      break;
+    case Op::Sqr:
+      node = ops::sqr(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0));
+      break;
+    case Op::Clamp:
+      node = ops::clamp(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), -0.5f, 0.5f);
+      break;
+    case Op::Norm:
+      node = ops::norm(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), 1e-5f);
+      break;
+    case Op::RmsNorm:
+      node = ops::rms_norm(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), 1e-5f);
+      break;
+    case Op::GroupNorm:
+      node = ops::group_norm(ctx, leaf(src(0), {16, 4, 4, 1}, Fill::Uniform, 0), 2, 1e-5f);
+      break;
+    case Op::Upscale:
+      node = ops::upscale(ctx, leaf(src(0), {16, 4, 1, 1}, Fill::Uniform, 0), 32, 8, 1, 1);
+      break;
+    case Op::Pad:
+      node = ops::pad(ctx, leaf(src(0), {16, 4, 1, 1}, Fill::Uniform, 0), {2, 3, 1, 0, 0, 0, 0, 0});
+      break;
+    case Op::Arange:
+      node = ops::arange(ctx, 0.0f, 10.0f, 1.0f);
+      break;
+    case Op::TimestepEmbedding:
+      node = ops::timestep_embedding(ctx, leaf(src(0), {4, 1, 1, 1}, Fill::Uniform, 0), 16, 10000);
+      break;
+    case Op::MulMat:
+      node = ops::mul_mat(ctx, leaf(src(0), {64, 8, 1, 1}, Fill::Uniform, 0),
+                          leaf(src(1), {64, 3, 1, 1}, Fill::Uniform, 0));
+      break;
+    case Op::DiagMaskInf:
+      node = ops::diag_mask_inf(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), 1);
+      break;
+    case Op::SoftMax: {
+      Tensor* mask = types.src[1] ? leaf(*types.src[1], {16, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
+      node = ops::soft_max(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), mask, 0.5f, 0.0f);
+      break;
+    }
+    case Op::Rope: {
+      RopeParams p;
+      p.n_dims = 16;
+      Tensor* ff = types.src[2] ? leaf(*types.src[2], {8, 1, 1, 1}, near_one, 0) : nullptr;
+      node = ops::rope(ctx, leaf(src(0), {16, 2, 3, 1}, Fill::Uniform, 0),
+                       leaf(src(1), {3, 1, 1, 1}, Fill::Positions, 100), ff, p);
+      break;
+    }
+    case Op::Im2Col:
+      node = ops::im2col(ctx, leaf(src(0), {3, 3, 2, 2}, Fill::Uniform, 0),
+                         leaf(src(1), {8, 8, 2, 1}, Fill::Uniform, 0), 1, 1, 1, 1, 1, 1, true, types.result);
+      break;
+    case Op::Pool2D:
+      node = ops::pool_2d(ctx, leaf(src(0), {8, 8, 2, 1}, Fill::Uniform, 0), PoolOp::Max, 2, 2, 2, 2, 0, 0);
+      break;
+    case Op::SumRows:
+      node = ops::sum_rows(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0));
+      break;
+    case Op::Argsort:
+      node = ops::argsort(ctx, leaf(src(0), {16, 4, 1, 1}, Fill::UniqueRow, 0), SortOrder::Ascending);
+      break;
+    default:
+      throw Error(ErrorCode::InvalidArgument, fmt::format("{}: no probe (a view or leaf op)", op_name(op)));
+  }
+  // The builder decides the result type and takes only the sources it knows: anything else is a
+  // combination the op does not have.
+  if (op_types(*node) != types)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: {} builds as {}", op_name(op), describe(types), describe(op_types(*node))));
+  return node;
+}
+
+LeafMaker plain_leaf(Context& ctx) {
+  return [&ctx](DType t, std::array<int64_t, 4> ne, Fill, int64_t) {
+    return ctx.new_tensor(t, std::span<const int64_t>(ne.data(), 4));
+  };
+}
+
+std::vector<OpTypes> all_op_types(Op op) {
+  std::vector<std::optional<DType>> choices(kAllDTypes, kAllDTypes + kDTypeCount);
+  choices.push_back(std::nullopt);
+  std::vector<OpTypes> out;
+  const size_t slots = n_slots(op);
+  for (DType result : kAllDTypes) {
+    std::vector<OpTypes> partial{OpTypes{result, {}}};
+    for (size_t i = 0; i < slots; ++i) {
+      std::vector<OpTypes> next;
+      for (const OpTypes& p : partial)
+        for (auto c : choices) {
+          OpTypes t = p;
+          t.src[i] = c;
+          next.push_back(t);
+        }
+      partial = std::move(next);
+    }
+    out.insert(out.end(), partial.begin(), partial.end());
+  }
+  return out;
+}
+
+Tensor* build_retyped_probe(Context& ctx, Op op, const OpTypes& types) {
+  const auto defined = defined_op_types(op);
+  TESSERA_ASSERT(!defined.empty());
+  Tensor* node = build_probe(ctx, op, defined.front(), plain_leaf(ctx), 0);
+  node->type = types.result;
+  for (size_t i = 0; i < kMaxSources; ++i)
+    node->src[i] = types.src[i] ? ctx.new_tensor(*types.src[i], 64, 4) : nullptr;
+  return node;
+}
 
 std::string support_table(const Target& target) {
   auto backend = target.make_backend();
@@ -103,20 +230,50 @@ std::string support_table(const Target& target) {
     rule += " :-: |";
   }
   out += "\n" + rule + "\n";
-  for (const Row& row : rows()) {
-    out += "| " + row.label + " |";
-    for (DType t : kAllDTypes) {
-      Context ctx;
-      const char* cell = " |";
-      try {
-        Tensor* node = row.build(ctx, t);
-        cell = backend->supports(*node) ? " yes |" : " no |";
-      } catch (const Error&) {
-        cell = " |";  // the op does not take this type (OPS.md)
+  for (int i = 0; i < kOpCount; ++i) {
+    const Op op = static_cast<Op>(i);
+    if (op == Op::None || is_view_op(op)) continue;
+    const auto defined = defined_op_types(op);
+    const int col = column_slot(op);
+    // A source slot splits rows when it takes several types beside one column type (ADD's b, MUL_MAT's b,
+    // SOFT_MAX's mask); slots that follow the column (CONCAT's b) do not.
+    std::vector<bool> varies(kMaxSources, false);
+    for (const OpTypes& x : defined)
+      for (const OpTypes& y : defined)
+        if (slot_type(x, col) == slot_type(y, col))
+          for (size_t s = 0; s < kMaxSources; ++s)
+            if (static_cast<int>(s) != col && x.src[s] != y.src[s]) varies[s] = true;
+    auto key_of = [&](const OpTypes& t) {
+      OpTypes k;
+      for (size_t s = 0; s < kMaxSources; ++s)
+        if (varies[s]) k.src[s] = t.src[s];
+      return k;
+    };
+    std::vector<OpTypes> keys;
+    for (const OpTypes& t : defined)
+      if (std::find(keys.begin(), keys.end(), key_of(t)) == keys.end()) keys.push_back(key_of(t));
+    for (int variant = 0; variant < n_variants(op); ++variant)
+      for (const OpTypes& key : keys) {
+        std::string label = variant_label(op, variant);
+        std::string detail;
+        for (size_t s = 0; s < kMaxSources; ++s)
+          if (key.src[s])
+            detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", slot_name(op, s), name(*key.src[s]));
+        if (!detail.empty()) label += " (" + detail + ")";
+        out += "| " + label + " |";
+        for (DType t : kAllDTypes) {
+          const char* cell = " |";  // the op does not take this type here (OPS.md)
+          for (const OpTypes& d : defined) {
+            if (key_of(d) != key || slot_type(d, col) != t) continue;
+            Context ctx;
+            Tensor* node = build_probe(ctx, op, d, plain_leaf(ctx), variant);
+            cell = backend->supports(*node) ? " yes |" : " no |";
+            break;
+          }
+          out += cell;
+        }
+        out += "\n";
       }
-      out += cell;
-    }
-    out += "\n";
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include "device/host_vmm.h"
 #include "tessera/buffer.h"
 #include "tessera/cpu.h"
+#include "tessera/op_types.h"
 
 namespace tessera::cpu {
 
@@ -98,8 +99,8 @@ void compute_node(const ComputeContext& ctx, Tensor& node) {
 }
 
 bool supports_node(const Tensor& node) {
-  // The builders admit only the type combinations of OPS.md, and the CPU implements all of them.
-  return static_cast<int>(node.op) < kOpCount;
+  // The CPU implements every type combination core's op x type table defines, and only those.
+  return op_types_defined(node);
 }
 
 int hardware_threads() noexcept {

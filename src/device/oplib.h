@@ -12,6 +12,7 @@
 #include "device/layout.h"
 #include "device/pool.h"
 #include "device/runtime.h"
+#include "tessera/op_types.h"
 #include "tessera/tensor.h"
 
 namespace tessera::device {
@@ -50,7 +51,8 @@ class OpLibrary {
     const int i = static_cast<int>(node.op);
     if (i < 0 || i >= kOpCount) return false;
     const OpEntry& e = table_[static_cast<size_t>(i)];
-    return e.supports != nullptr && e.run != nullptr && e.supports(node);
+    // A library refines core's op x type table: it may refuse a combination, never add one.
+    return e.supports != nullptr && e.run != nullptr && op_types_defined(node) && e.supports(node);
   }
   // Enqueues node's computation; the caller checked supports(node).
   void run(const OpContext& ctx, Tensor& node) const { table_[static_cast<size_t>(node.op)].run(ctx, node); }
