@@ -1,7 +1,10 @@
 // MUL_MAT on OpenCL where the conformance harness does not look: quantized and f16 weights read
 // through a view that starts at a row offset (the device layout is addressed from the view's root)
-// and stretched over batches, on both the matrix-vector and the GEMM path
-// (set_gemm_min_columns forces one), against a double-precision product written here.
+// and stretched over batches, on the matrix-vector and on the GEMM path (set_gemm_min_columns
+// forces one; the op library's path counters show which ran), against a double-precision product
+// written here.
+#include "opencl/ops/mul_mat.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,7 +34,9 @@ std::vector<float> stored(DType type, const std::vector<float>& x, int64_t row) 
   return back;
 }
 
-TEST(OpenClMulMat, WeightViewsAtARowOffsetOnBothPaths) {
+enum class Path { MatrixVector, Gemm };
+
+void check_weight_views_at_a_row_offset(Path path) {
   constexpr int64_t K = 96, rows = 20, M = 6, first = 5, N = 13, A2 = 2, B2 = 4;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -57,9 +62,10 @@ TEST(OpenClMulMat, WeightViewsAtARowOffsetOnBothPaths) {
           expected[(i2 * N + n) * M + m] = sum;
           magnitude[(i2 * N + n) * M + m] = mag;
         }
-    for (const char* path : {"1000000", "0"}) {
-      GemmSwitch sw(path);
+    {
+      GemmSwitch sw(path == Path::Gemm ? "0" : "1000000");
       for (int dev = 0; dev < 2; ++dev) {
+        const opencl::MulMatPathCounts before = opencl::mul_mat_path_counts();
         const std::vector<float> got = test::run_on_device(dev, [&](Context& ctx) {
           Tensor* leaf = ctx.new_tensor(type, K, rows, A2);
           Tensor* view = ops::view(ctx, leaf, {K, M, A2, 1}, leaf->nb[1], leaf->nb[2], leaf->nb[2] * A2,
@@ -67,10 +73,14 @@ TEST(OpenClMulMat, WeightViewsAtARowOffsetOnBothPaths) {
           Tensor* b = ctx.new_tensor(DType::F32, K, N, B2);
           return test::DeviceGraph{{{leaf, w}, {b, x}}, ops::mul_mat(ctx, view, b)};
         });
+        // Exactly one MUL_MAT ran, on the path asked for.
+        const opencl::MulMatPathCounts after = opencl::mul_mat_path_counts();
+        EXPECT_EQ(after.gemm - before.gemm, path == Path::Gemm ? 1u : 0u);
+        EXPECT_EQ(after.matrix_vector - before.matrix_vector, path == Path::Gemm ? 0u : 1u);
         ASSERT_EQ(got.size(), expected.size());
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_NEAR(got[i], expected[i], 1e-5 * (1.0 + magnitude[i]))
-              << name(type) << " on OpenCL" << dev << (path[0] == '0' ? " (GEMM)" : " (matrix-vector)")
+              << name(type) << " on OpenCL" << dev << (path == Path::Gemm ? " (GEMM)" : " (matrix-vector)")
               << " at " << i;
       }
     }
@@ -78,3 +88,12 @@ TEST(OpenClMulMat, WeightViewsAtARowOffsetOnBothPaths) {
 }
 
 }  // namespace
+
+TEST(OpenClMulMat, WeightViewsAtARowOffsetOnTheMatrixVectorPath) {
+  check_weight_views_at_a_row_offset(Path::MatrixVector);
+}
+
+TEST(OpenClMulMat, WeightViewsAtARowOffsetOnTheGemmPath) {
+  if (!opencl::mul_mat_has_gemm()) GTEST_SKIP() << "built without CLBlast: MUL_MAT has no GEMM path";
+  check_weight_views_at_a_row_offset(Path::Gemm);
+}

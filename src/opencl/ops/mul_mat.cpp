@@ -9,7 +9,10 @@
 //    weights are converted to f32 tile by tile (rows of one weight batch) into pool scratch, and
 //    a tile serves every batch of b that stretches it. For quantized weights b is rounded through
 //    Q8_0 first, so both paths compute the same products.
+#include "opencl/ops/mul_mat.h"
+
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "core/check.h"
@@ -24,6 +27,9 @@
 
 namespace tessera::opencl {
 namespace {
+
+std::atomic<uint64_t> g_vec_runs{0};
+std::atomic<uint64_t> g_gemm_runs{0};
 
 constexpr int64_t kVecColumns = 4;        // MV_NC in mul_mat.cl
 constexpr size_t kVecGroup = 64;          // MV_WG in mul_mat.cl
@@ -280,12 +286,28 @@ void run_mul_mat(const device::OpContext& ctx, Tensor& node) {
     return;
   }
 #ifdef TESSERA_HAVE_CLBLAST
-  if (s.n >= gemm_min_columns(a.type)) return run_gemm(ctx, node, a, b, s);
+  if (s.n >= gemm_min_columns(a.type)) {
+    g_gemm_runs.fetch_add(1, std::memory_order_relaxed);
+    return run_gemm(ctx, node, a, b, s);
+  }
 #endif
+  g_vec_runs.fetch_add(1, std::memory_order_relaxed);
   run_vec(ctx, node, a, b, s);
 }
 
 }  // namespace
+
+MulMatPathCounts mul_mat_path_counts() noexcept {
+  return {g_vec_runs.load(std::memory_order_relaxed), g_gemm_runs.load(std::memory_order_relaxed)};
+}
+
+bool mul_mat_has_gemm() noexcept {
+#ifdef TESSERA_HAVE_CLBLAST
+  return true;
+#else
+  return false;
+#endif
+}
 
 void register_mul_mat(device::OpLibrary& lib) {
   (void)gemm_env_columns();  // read the knob (and warn about junk) when the library is made, not mid-run
