@@ -114,11 +114,20 @@ struct TensorInfo {
 
 struct FileAccess;
 
+struct OpenOptions {
+  // true: map the file (pages read on demand and shared with the page cache; CPU weights are used
+  // in place). A file truncated or rewritten while mapped can then kill the process (SIGBUS).
+  // false: read the whole file into memory (costs its size in RAM and the read time at open, and
+  // later changes to the file cannot affect the process).
+  bool mmap = true;
+};
+
 class File {
  public:
-  // Memory-maps and validates a file; every rule violation is Error(CorruptFile) naming the
-  // byte offset, the field and what was wrong. Error(Io) when it cannot be opened or mapped.
-  static File open(const std::string& path);
+  // Maps (or reads) and validates a file; every rule violation is Error(CorruptFile) naming the
+  // byte offset, the field and what was wrong. Error(Io) when it cannot be opened, is not a
+  // regular file (a FIFO or a device is refused without blocking), or cannot be mapped or read.
+  static File open(const std::string& path, const OpenOptions& options = {});
   // Parses bytes the caller keeps alive (tests, fuzzing). `source` names them in messages.
   static File parse(std::span<const std::byte> bytes, std::string source = "<memory>");
 

@@ -8,10 +8,12 @@
 
 namespace tessera::gguf {
 
-// Keeps a read-only file mapping alive (unmapped on destruction).
+// Keeps a file's bytes alive: a read-only mapping (unmapped on destruction) or, with
+// OpenOptions::mmap off, a heap copy (freed on destruction).
 struct Mapping {
   void* address = nullptr;
   size_t size = 0;
+  bool mapped = true;
   Mapping() = default;
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;

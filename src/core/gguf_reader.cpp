@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -22,7 +23,11 @@ namespace tessera::gguf {
 static_assert(std::endian::native == std::endian::little, "the GGUF reader assumes a little-endian host");
 
 Mapping::~Mapping() {
-  if (address != nullptr) munmap(address, size);
+  if (address == nullptr) return;
+  if (mapped)
+    munmap(address, size);
+  else
+    std::free(address);
 }
 
 namespace {
@@ -406,32 +411,49 @@ File::File(File&&) noexcept = default;
 File& File::operator=(File&&) noexcept = default;
 File::~File() = default;
 
-File File::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+File File::open(const std::string& path, const OpenOptions& options) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; the type check
+  // below then refuses it. It has no effect on regular files.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) raise(ErrorCode::Io, "cannot open {}: {}", path, std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const int err = errno;
-    ::close(fd);
-    raise(ErrorCode::Io, "cannot read {}: {}", path,
-          S_ISREG(st.st_mode) ? std::strerror(err) : "not a regular file");
-  }
+  if (fstat(fd, &st) != 0) raise(ErrorCode::Io, "cannot read {}: {}", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) raise(ErrorCode::Io, "cannot read {}: not a regular file", path);
   auto impl = std::make_unique<Impl>();
   impl->source = path;
   impl->mapping = std::make_unique<Mapping>();
   const auto size = static_cast<size_t>(st.st_size);
-  if (size > 0) {
+  if (size > 0 && options.mmap) {
     void* address = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (address == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      raise(ErrorCode::Io, "cannot map {} ({} bytes): {}", path, size, std::strerror(err));
-    }
+    if (address == MAP_FAILED)
+      raise(ErrorCode::Io, "cannot map {} ({} bytes): {}", path, size, std::strerror(errno));
     impl->mapping->address = address;
     impl->mapping->size = size;
-    impl->bytes = std::span(static_cast<const std::byte*>(address), size);
+  } else if (size > 0) {
+    // Page-aligned like a mapping, so tensor data keep the alignment the file gives them.
+    constexpr size_t kAlign = 4096;
+    void* address = std::aligned_alloc(kAlign, align_up(size, kAlign));
+    if (address == nullptr)
+      raise(ErrorCode::OutOfMemory, "cannot read {}: no memory for its {:.1f} MiB", path,
+            static_cast<double>(size) / (1 << 20));
+    impl->mapping->mapped = false;
+    impl->mapping->address = address;
+    impl->mapping->size = size;
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n =
+          ::pread(fd, static_cast<char*>(address) + done, size - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) raise(ErrorCode::Io, "cannot read {} at byte {}: {}", path, done, std::strerror(errno));
+      if (n == 0) raise(ErrorCode::Io, "cannot read {}: it ended at byte {} of {}", path, done, size);
+      done += static_cast<size_t>(n);
+    }
   }
-  ::close(fd);
+  if (size > 0) impl->bytes = std::span(static_cast<const std::byte*>(impl->mapping->address), size);
   parse_into(*impl);
   return File(std::move(impl));
 }

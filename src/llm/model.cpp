@@ -237,7 +237,7 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
-  m->file_ = std::make_unique<gguf::File>(gguf::File::open(path));
+  m->file_ = std::make_unique<gguf::File>(gguf::File::open(path, {.mmap = options.use_mmap}));
   const gguf::File& f = *m->file_;
   m->hparams_ = read_hparams(f);
   m->resolve_device(options);

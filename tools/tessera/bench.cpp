@@ -21,6 +21,7 @@ struct BenchArgs {
   std::string model, device, output = "md", type = "q4_0";
   int n_prompt = 512, n_gen = 128, threads = 0, reps = 5;
   int n_gpu_layers = -1;  // -1: every configuration (CPU, then all layers on each device)
+  bool no_mmap = false;
 };
 
 struct Config {
@@ -91,6 +92,7 @@ void bench(const BenchArgs& a) {
     lo.n_gpu_layers = c.n_gpu_layers;
     lo.device = c.device == "CPU" ? "" : c.device;
     if (c.device == "CPU") lo.n_gpu_layers = 0;
+    lo.use_mmap = !a.no_mmap;
     ProgressBar bar("loading " + (c.device.empty() ? std::string("model") : c.device));
     lo.progress = [&](size_t done, size_t total) { bar.update(done, total); };
     std::unique_ptr<llm::Model> model;
@@ -162,6 +164,7 @@ void add_bench(CLI::App& app) {
                   "layers to offload (default: CPU, then all layers on each device)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "device for offloaded layers");
+  cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->add_option("-o,--output", args->output, "output format")->check(CLI::IsMember({"md", "json"}));
   cmd->callback([args] { bench(*args); });
 }

@@ -15,6 +15,7 @@ void add_logits(CLI::App& app) {
   struct Args {
     std::string model, tokens, out, device;
     int threads = 0, n_gpu_layers = 0;
+    bool no_mmap = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd =
@@ -25,6 +26,7 @@ void add_logits(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "device for offloaded layers");
+  cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args] {
     std::vector<int32_t> ids;
     std::istringstream in(args->tokens);
@@ -45,6 +47,7 @@ void add_logits(CLI::App& app) {
     llm::LoadOptions lo;
     lo.n_gpu_layers = args->n_gpu_layers;
     lo.device = args->device;
+    lo.use_mmap = !args->no_mmap;
     auto model = llm::Model::load(args->model, lo);
     llm::SessionOptions so;
     so.n_threads = args->threads;

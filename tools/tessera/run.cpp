@@ -23,6 +23,7 @@ struct RunArgs {
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40;
   bool report = false;
+  bool no_mmap = false;
 };
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -34,6 +35,7 @@ void run(const RunArgs& a) {
   llm::LoadOptions lo;
   lo.n_gpu_layers = a.n_gpu_layers;
   lo.device = a.device;
+  lo.use_mmap = !a.no_mmap;
   ProgressBar bar("loading");
   lo.progress = [&](size_t done, size_t total) { bar.update(done, total); };
   auto model = llm::Model::load(a.model, lo);
@@ -111,6 +113,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload to the device")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "device for offloaded layers (e.g. OpenCL0)");
+  cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->add_flag("--report", args->report, "print the placement of the graph and every CPU fallback");
   cmd->callback([args] { run(*args); });
 }

@@ -50,6 +50,7 @@ struct LoadOptions {
   int n_gpu_layers = 0;  // the last N layers (and the output layer when N > n_layer) go to `device`
   std::string device;    // device name; empty = the first GPU/accelerator, else the first non-CPU device
   gguf::ProgressCallback progress;
+  bool use_mmap = true;  // false: read the file into memory (gguf::OpenOptions says when that pays)
 };
 
 // Shape of a synthetic model (deterministic random weights) for benchmarks on a fresh machine.
