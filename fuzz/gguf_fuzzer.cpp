@@ -8,6 +8,7 @@
 
 #include "tessera/error.h"
 #include "tessera/gguf.h"
+#include "tessera/gguf_loader.h"
 
 namespace {
 

@@ -6,15 +6,9 @@
 #include "tessera/backend.h"
 #include "tessera/device.h"
 
-namespace tessera::device {
-class HostScratchArena;
-}
-
 namespace tessera::cpu {
 
 enum class KernelSet { Fast, Reference };
-
-class ThreadPool;
 
 class CpuBackend final : public Backend {
  public:
@@ -29,15 +23,16 @@ class CpuBackend final : public Backend {
   KernelSet kernels() const noexcept { return kernels_; }
 
  private:
+  struct Workers;  // the thread pool and the kernels' scratch memory (src/cpu/backend.cpp)
+
   int n_threads_;
   KernelSet kernels_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<device::HostScratchArena> scratch_;  // kernels' work memory: a VMM pool on the host
+  std::unique_ptr<Workers> workers_;
 };
 
 // Number of hardware threads (at least 1).
 int hardware_threads() noexcept;
-// The CPU device (also registered as "CPU").
+// The CPU device, first in the Registry as "CPU" (getting it does not create the Registry).
 Device& cpu_device();
 
 }  // namespace tessera::cpu

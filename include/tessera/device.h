@@ -2,6 +2,7 @@
 // Device: one piece of hardware (the CPU, an OpenCL GPU, ...), its memory and buffer types.
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,19 +33,24 @@ class Device {
   virtual std::unique_ptr<Backend> make_backend() = 0;
 };
 
-// Every device of every runtime, discovered once (CPU first).
+// Every device of every runtime, discovered once: the CPU first, then each runtime the build
+// includes, in the order its CMake file registered it (tessera_add_runtime; README).
 class Registry {
  public:
-  static Registry& instance();
-  const std::vector<std::unique_ptr<Device>>& devices() const noexcept { return devices_; }
+  // Adds a runtime's devices (e.g. tessera::opencl::register_devices); none when it finds none.
+  using Factory = void (*)(std::vector<std::unique_ptr<Device>>& devices);
+
+  static Registry& instance();  // defined by the build, above every runtime
+  const std::vector<Device*>& devices() const noexcept { return devices_; }
   Device* find(const std::string& name) const noexcept;
   // Like find, but throws Error(InvalidArgument) listing the known devices.
   Device& get(const std::string& name) const;
   void add(std::unique_ptr<Device> device);
 
  private:
-  Registry();
-  std::vector<std::unique_ptr<Device>> devices_;
+  Registry(Device& cpu, std::span<const Factory> factories);
+  std::vector<std::unique_ptr<Device>> owned_;  // every device but the CPU (a static of its own)
+  std::vector<Device*> devices_;
 };
 
 }  // namespace tessera

@@ -1,11 +1,9 @@
 #pragma once
-// GGUF v2/v3 files (../shared/OPS.md): a hardened, memory-mapped reader, an atomic writer,
-// and loading of a file's tensors into any backend's buffers.
+// GGUF v2/v3 files (../shared/OPS.md): a hardened, memory-mapped reader and an atomic writer.
+// Loading a file's tensors into buffers is tessera/gguf_loader.h.
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -15,9 +13,8 @@
 #include <variant>
 #include <vector>
 
-#include "tessera/buffer.h"
-#include "tessera/context.h"
 #include "tessera/dtype.h"
+#include "tessera/tensor.h"
 
 namespace tessera::gguf {
 
@@ -112,8 +109,6 @@ struct TensorInfo {
   Tensor descriptor() const;
 };
 
-struct FileAccess;
-
 struct OpenOptions {
   // true: map the file (pages read on demand and shared with the page cache; CPU weights are used
   // in place). A file truncated or rewritten while mapped can then kill the process (SIGBUS).
@@ -169,9 +164,11 @@ class File {
   const TensorInfo* find_tensor(std::string_view name) const noexcept;
   // Address of a tensor's bytes inside the mapping.
   const std::byte* tensor_data(const TensorInfo& info) const noexcept;
+  // Drops the whole pages of [p, p + n) from memory once they are copied elsewhere (a mapped file
+  // reads them again on access); nothing for bytes given to parse.
+  void release_pages(const std::byte* p, size_t n) const noexcept;
 
  private:
-  friend struct FileAccess;
   explicit File(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -199,23 +196,5 @@ class Writer {
  private:
   std::unique_ptr<Impl> impl_;
 };
-
-// Progress of a load: bytes done of bytes total.
-using ProgressCallback = std::function<void(size_t done, size_t total)>;
-
-struct LoadedTensors {
-  // The buffer holding the tensors. For a zero-copy load it is a read-only view of the File's
-  // mapping (set/clear throw): the File must outlive it and the tensors.
-  std::unique_ptr<Buffer> buffer;
-  std::map<std::string, Tensor*, std::less<>> tensors;  // descriptors created in the caller's Context
-  bool zero_copy = false;
-};
-
-// Creates a descriptor for every tensor of `file` in ctx (which must not allocate data) and fills it:
-// a host buffer type points straight into the mapping (zero copy); any other type gets one buffer
-// and the bytes go through Buffer::set in chunks of about chunk_bytes (so device layouts apply).
-// Error(Unsupported) when the file holds a tensor type Tessera lacks.
-LoadedTensors load_tensors(const File& file, Context& ctx, BufferType& type,
-                           const ProgressCallback& progress = {}, size_t chunk_bytes = 64u << 20);
 
 }  // namespace tessera::gguf

@@ -1,10 +1,6 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "cpu/device.h"
-#include "host/register.h"
-#include "opencl/register.h"
-#include "tessera/cpu.h"
 #include "tessera/device.h"
 
 namespace tessera {
@@ -21,35 +17,33 @@ const char* to_string(DeviceKind kind) noexcept {
   return "?";
 }
 
-Registry::Registry() {
-  // The CPU is always first; each vendor runtime adds the devices it discovers.
-  devices_.push_back(cpu::make_cpu_device());
-  opencl::register_devices(devices_);
-  host::register_devices(devices_);  // only when TESSERA_HOST_DEVICES asks for them
-}
-
-Registry& Registry::instance() {
-  static Registry registry;
-  return registry;
+Registry::Registry(Device& cpu, std::span<const Factory> factories) {
+  devices_.push_back(&cpu);
+  for (Factory add_devices : factories) {
+    std::vector<std::unique_ptr<Device>> found;
+    add_devices(found);
+    for (auto& device : found) add(std::move(device));
+  }
 }
 
 Device* Registry::find(const std::string& name) const noexcept {
-  for (const auto& d : devices_)
-    if (d->name() == name) return d.get();
+  for (Device* d : devices_)
+    if (d->name() == name) return d;
   return nullptr;
 }
 
 Device& Registry::get(const std::string& name) const {
   if (Device* d = find(name)) return *d;
   std::string known;
-  for (const auto& d : devices_) known += (known.empty() ? "" : ", ") + d->name();
+  for (const Device* d : devices_) known += (known.empty() ? "" : ", ") + d->name();
   raise(ErrorCode::InvalidArgument, "unknown device '{}' (devices: {})", name, known);
 }
 
 void Registry::add(std::unique_ptr<Device> device) {
   if (find(device->name()) != nullptr)
     raise(ErrorCode::InvalidArgument, "device '{}' is already registered", device->name());
-  devices_.push_back(std::move(device));
+  devices_.push_back(device.get());
+  owned_.push_back(std::move(device));
 }
 
 }  // namespace tessera

@@ -359,10 +359,19 @@ void run_perf(const Target& target, std::vector<std::unique_ptr<Case>>& cases, c
   }
 }
 
+Totals run_tests(const Target& target, const Options& options, const Print& print) {
+  auto cases = all_cases();
+  return run_tests(target, cases, options, print);
+}
+
+void run_perf(const Target& target, const Options& options, const Print& print) {
+  auto cases = all_cases();
+  run_perf(target, cases, options, print);
+}
+
 std::vector<Target> registered_targets() {
   std::vector<Target> targets;
-  for (const auto& d : Registry::instance().devices()) {
-    Device* dev = d.get();
+  for (Device* dev : Registry::instance().devices()) {
     targets.push_back({dev->name(), [dev] { return dev->make_backend(); }, &dev->buffer_type()});
   }
   return targets;

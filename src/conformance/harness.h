@@ -1,6 +1,7 @@
 #pragma once
-// test-ops: every op on a backend against the CPU reference kernels (NMSE, NaN/inf, guard bytes),
-// batch invariance, the support matrix and a perf mode.
+// The test-ops harness's cases and runner (the entry points the CLI uses are tessera/conformance.h):
+// every op on a backend against the CPU reference kernels (NMSE, NaN/inf, guard bytes), batch
+// invariance, the support matrix and a perf mode.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "tessera/backend.h"
+#include "tessera/conformance.h"
 #include "tessera/context.h"
 #include "tessera/device.h"
 #include "tessera/op_types.h"
@@ -47,28 +49,9 @@ class Case {
   std::vector<LeafSpec> leafs_;  // filled by leaf(); reset before each build
 };
 
-struct Options {
-  std::string backend;  // device name; empty: every non-reference backend
-  std::string op;       // op name filter (e.g. MUL_MAT); empty: all
-  std::string type;     // type filter (matches "type=" fields of the case name); empty: all
-  uint32_t seed = 1;
-  double perf_seconds = 1.0;
-};
-
 struct Outcome {
   enum Kind { Pass, Fail, Skip } kind = Pass;
   std::string detail;  // "nmse=..." or the reason
-};
-
-struct Totals {
-  int passed = 0, failed = 0, skipped = 0;
-};
-
-// A device under test: how to make its backend and where its tensors live.
-struct Target {
-  std::string name;
-  std::function<std::unique_ptr<Backend>()> make_backend;
-  BufferType* buffer_type = nullptr;
 };
 
 // Every case of every family.
@@ -80,11 +63,6 @@ Outcome run_case(Case& c, const Target& target, uint32_t seed);
 // Test mode over cases: prints one line per case and returns the totals.
 Totals run_tests(const Target& target, std::vector<std::unique_ptr<Case>>& cases, const Options& options,
                  const std::function<void(const std::string&)>& print);
-
-// The op x type support matrix of a backend, as a Markdown table: one row per op (and unary
-// function) and types of the other sources, one column per type of the op's main slot; a cell is
-// empty where core's table (tessera/op_types.h) has no such combination.
-std::string support_table(const Target& target);
 
 // Makes a leaf of a probe: type, shape, how to fill it, and its range (Indices / Positions).
 using LeafMaker = std::function<Tensor*(DType, std::array<int64_t, 4>, Fill, int64_t)>;
@@ -102,8 +80,5 @@ Tensor* build_retyped_probe(Context& ctx, Op op, const OpTypes& types);
 // Perf mode: time per run and GFLOP/s or GB/s per case.
 void run_perf(const Target& target, std::vector<std::unique_ptr<Case>>& cases, const Options& options,
               const std::function<void(const std::string&)>& print);
-
-// The registered devices as targets (the CPU with its fast kernels).
-std::vector<Target> registered_targets();
 
 }  // namespace tessera::conformance

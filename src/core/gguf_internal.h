@@ -34,11 +34,6 @@ struct File::Impl {
   std::map<std::string, size_t, std::less<>> tensor_index;
 };
 
-// What the loader needs beyond the public API.
-struct FileAccess {
-  static const File::Impl& impl(const File& f) { return *f.impl_; }
-};
-
 // Rounds up to a multiple of a power of two.
 constexpr size_t align_up(size_t n, size_t alignment) { return (n + alignment - 1) & ~(alignment - 1); }
 

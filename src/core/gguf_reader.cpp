@@ -486,6 +486,16 @@ const TensorInfo* File::find_tensor(std::string_view name) const noexcept {
   return it == impl_->tensor_index.end() ? nullptr : &impl_->tensors[it->second];
 }
 
+void File::release_pages(const std::byte* p, size_t n) const noexcept {
+  const Mapping* m = impl_->mapping.get();
+  if (m == nullptr || m->address == nullptr || n == 0) return;
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const auto* base = static_cast<const std::byte*>(m->address);
+  const size_t begin = align_up(static_cast<size_t>(p - base), page);
+  const size_t end = (static_cast<size_t>(p - base) + n) / page * page;
+  if (end > begin) madvise(const_cast<std::byte*>(base) + begin, end - begin, MADV_DONTNEED);
+}
+
 const std::byte* File::tensor_data(const TensorInfo& info) const noexcept {
   return impl_->bytes.data() + impl_->data_offset + info.offset;
 }

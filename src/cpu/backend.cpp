@@ -1,11 +1,10 @@
 #include <algorithm>
 #include <thread>
 
+#include "backend/host_vmm.h"
 #include "core/check.h"
-#include "cpu/device.h"
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
-#include "device/host_vmm.h"
 #include "tessera/buffer.h"
 #include "tessera/cpu.h"
 #include "tessera/op_types.h"
@@ -108,11 +107,16 @@ int hardware_threads() noexcept {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+struct CpuBackend::Workers {
+  explicit Workers(int n_threads) : pool(std::make_unique<ThreadPool>(n_threads)) {}
+  std::unique_ptr<ThreadPool> pool;
+  HostScratchArena scratch;  // kernels' work memory: grows in place in host virtual memory
+};
+
 CpuBackend::CpuBackend(int n_threads, KernelSet kernels)
     : n_threads_(n_threads > 0 ? n_threads : hardware_threads()),
       kernels_(kernels),
-      pool_(std::make_unique<ThreadPool>(n_threads_)),
-      scratch_(std::make_unique<device::HostScratchArena>()) {}
+      workers_(std::make_unique<Workers>(n_threads_)) {}
 
 CpuBackend::~CpuBackend() = default;
 
@@ -124,17 +128,17 @@ void CpuBackend::set_threads(int n_threads) {
   if (n_threads < 1) raise(ErrorCode::InvalidArgument, "CPU: thread count must be >= 1, got {}", n_threads);
   if (n_threads == n_threads_) return;
   n_threads_ = n_threads;
-  pool_ = std::make_unique<ThreadPool>(n_threads_);
+  workers_->pool = std::make_unique<ThreadPool>(n_threads_);
 }
 
 bool CpuBackend::supports(const Tensor& op) const { return supports_node(op); }
 
 void CpuBackend::compute(Graph& graph) {
   ComputeContext ctx;
-  ctx.pool = pool_.get();
+  ctx.pool = workers_->pool.get();
   ctx.n_threads = n_threads_;
   ctx.kernels = kernels_;
-  ctx.arena = scratch_.get();
+  ctx.arena = &workers_->scratch;
   for (Tensor* node : graph.nodes()) {
     if (is_view_op(node->op) || node->op == Op::None || node->nelements() == 0) continue;
     if (node->data == nullptr)

@@ -1,4 +1,4 @@
-#include "cpu/device.h"
+#include "tessera/device.h"
 
 #include <unistd.h>
 
@@ -44,8 +44,10 @@ class CpuDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>(); }
-
-Device& cpu_device() { return *Registry::instance().devices().front(); }
+Device& cpu_device() {
+  // Its own static, not the Registry's: a CPU backend never enumerates the other runtimes.
+  static CpuDevice device;
+  return device;
+}
 
 }  // namespace tessera::cpu

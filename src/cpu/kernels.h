@@ -9,18 +9,20 @@
 #include "tessera/cpu.h"
 #include "tessera/tensor.h"
 
-namespace tessera::device {
+namespace tessera {
 class HostScratchArena;
 }
 
 namespace tessera::cpu {
 
+class ThreadPool;
+
 struct ComputeContext {
   ThreadPool* pool = nullptr;  // nullptr = run on the caller only
   int n_threads = 1;
   KernelSet kernels = KernelSet::Reference;
-  std::vector<char>* scratch = nullptr;       // per-backend work memory, reused across nodes
-  device::HostScratchArena* arena = nullptr;  // preferred when set: grows in place (VMM pool)
+  std::vector<char>* scratch = nullptr;  // per-backend work memory, reused across nodes
+  HostScratchArena* arena = nullptr;     // preferred when set: grows in place (host virtual memory)
 
   // Splits [0, n) into n_threads contiguous chunks and runs fn(begin, end) for each in parallel.
   // Each item is computed by exactly one thread, so results never depend on the thread count.

@@ -1,11 +1,9 @@
 #pragma once
-// Virtual memory on the host, with the seam's interface: address space reserved with
-// mmap(PROT_NONE), committed with mprotect. Lets the VMM pool run where a device runtime has no
-// virtual memory (OpenCL), and gives the CPU backend a scratch area that grows in place.
+// The seam's VirtualMemory over host memory (backend/host_vmm.h): lets the VMM pool run where a
+// device runtime has no virtual memory of its own (OpenCL), and host-memory runtimes use it as theirs.
 #include <cstddef>
 #include <memory>
 
-#include "device/pool.h"
 #include "device/runtime.h"
 
 namespace tessera::device {
@@ -23,21 +21,6 @@ class HostVirtualMemory final : public VirtualMemory {
 
  private:
   size_t granularity_;
-};
-
-// One scratch region that grows in place (its address never changes): memory(bytes) returns
-// at least `bytes`, valid until the next call.
-class HostScratchArena {
- public:
-  explicit HostScratchArena(size_t max_size = size_t{64} << 30);
-  ~HostScratchArena();
-  char* memory(size_t bytes);
-  const VmmPool& pool() const noexcept { return *pool_; }
-
- private:
-  HostVirtualMemory vm_;
-  std::unique_ptr<VmmPool> pool_;
-  Scratch current_;
 };
 
 }  // namespace tessera::device

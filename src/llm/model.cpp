@@ -101,15 +101,15 @@ void Model::resolve_device(const LoadOptions& options) {
     device_ = &reg.get(options.device);
     if (device_->kind() == DeviceKind::Cpu) device_ = nullptr;  // "CPU" means no offload
   } else {
-    for (const auto& d : reg.devices())
+    for (Device* d : reg.devices())
       if (d->kind() == DeviceKind::Gpu || d->kind() == DeviceKind::Accelerator) {
-        device_ = d.get();
+        device_ = d;
         break;
       }
     if (device_ == nullptr)
-      for (const auto& d : reg.devices())
+      for (Device* d : reg.devices())
         if (d->kind() != DeviceKind::Cpu) {
-          device_ = d.get();
+          device_ = d;
           break;
         }
     if (device_ == nullptr)

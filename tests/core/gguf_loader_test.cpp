@@ -1,4 +1,6 @@
 // Loading a file's tensors: zero copy into host memory, or chunked Buffer::set into a device's buffers.
+#include "tessera/gguf_loader.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

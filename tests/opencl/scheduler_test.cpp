@@ -35,7 +35,8 @@ std::unique_ptr<Buffer> upload(Tensor* t, BufferType& type, const std::vector<fl
 TEST(OpenClScheduler, SplitAcrossTwoDevicesAndTheCpuEqualsTheCpuAlone) {
   Device* d0 = Registry::instance().find("OpenCL0");
   Device* d1 = Registry::instance().find("OpenCL1");
-  if (d0 == nullptr || d1 == nullptr) GTEST_SKIP() << "needs OpenCL0 and OpenCL1";
+  ASSERT_TRUE(d0 != nullptr && d1 != nullptr)
+      << "needs OpenCL0 and OpenCL1 (POCL_DEVICES=\"pthread pthread\")";
   const int64_t K = 64, M = 96, N = 40;
   const auto w1v = random_values(K * M, 1), w2v = random_values(M * K, 2), xv = random_values(K * N, 3);
 

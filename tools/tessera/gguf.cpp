@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "commands.h"
-#include "core/check.h"
 #include "tessera/device.h"
+#include "tessera/error.h"
+#include "tessera/gguf_loader.h"
 
 namespace tessera::cli {
 namespace {
@@ -282,8 +283,8 @@ void load(const gguf::File& f, const std::string& device_name, bool json) {
     back.resize(info.nbytes);
     tensor_get(t, back.data(), 0, info.nbytes);
     if (info.nbytes != 0 && std::memcmp(back.data(), f.tensor_data(info), info.nbytes) != 0)
-      raise(ErrorCode::DeviceError, "{}: tensor '{}' reads back different bytes from {}", f.source(),
-            info.name, device.name());
+      throw Error(ErrorCode::DeviceError, fmt::format("{}: tensor '{}' reads back different bytes from {}",
+                                                      f.source(), info.name, device.name()));
     total += info.nbytes;
   }
   const auto message = fmt::format(

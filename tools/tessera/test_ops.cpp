@@ -4,8 +4,9 @@
 #include <cstdlib>
 
 #include "commands.h"
-#include "conformance/harness.h"
+#include "tessera/conformance.h"
 #include "tessera/error.h"
+#include "tessera/ops.h"
 
 namespace tessera::cli {
 
@@ -65,12 +66,11 @@ void add_test_ops(CLI::App& app) {
     conformance::Totals totals;
     for (const auto& t : targets) {
       fmt::print("Backend {}:\n", t.name);
-      auto cases = conformance::all_cases();
       if (args->mode == "perf") {
-        conformance::run_perf(t, cases, options, print);
+        conformance::run_perf(t, options, print);
         continue;
       }
-      const auto tt = conformance::run_tests(t, cases, options, print);
+      const auto tt = conformance::run_tests(t, options, print);
       totals.passed += tt.passed;
       totals.failed += tt.failed;
       totals.skipped += tt.skipped;

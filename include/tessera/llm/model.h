@@ -9,6 +9,7 @@
 #include "tessera/context.h"
 #include "tessera/device.h"
 #include "tessera/gguf.h"
+#include "tessera/gguf_loader.h"
 
 namespace tessera::llm {
 

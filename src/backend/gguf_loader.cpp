@@ -1,12 +1,10 @@
 // Loading a GGUF file's tensors into buffers: zero copy for host memory, chunked Buffer::set otherwise.
-#include <sys/mman.h>
-#include <unistd.h>
+#include "tessera/gguf_loader.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
-#include "core/gguf_internal.h"
 
 namespace tessera::gguf {
 namespace {
@@ -36,15 +34,6 @@ class MappedBuffer final : public Buffer {
 
 // Drops mapped pages already copied out, so loading a large file never keeps more than about
 // one chunk of it resident (the pages come back from the file if anyone reads them again).
-void release_pages(const File::Impl& f, const std::byte* p, size_t n) {
-  if (f.mapping == nullptr || f.mapping->address == nullptr || n == 0) return;
-  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const auto* base = static_cast<const std::byte*>(f.mapping->address);
-  const size_t begin = align_up(static_cast<size_t>(p - base), page);
-  const size_t end = (static_cast<size_t>(p - base) + n) / page * page;
-  if (end > begin) madvise(const_cast<std::byte*>(base) + begin, end - begin, MADV_DONTNEED);
-}
-
 size_t round_up(size_t n, size_t alignment) {
   return alignment <= 1 ? n : (n + alignment - 1) / alignment * alignment;
 }
@@ -101,7 +90,6 @@ LoadedTensors load_tensors(const File& file, Context& ctx, BufferType& type, con
   out.buffer = type.allocate(std::max<size_t>(size, 1));
   for (size_t i = 0; i < infos.size(); ++i) out.buffer->place(*created[i], offsets[i]);
 
-  const auto& impl = FileAccess::impl(file);
   size_t done = 0;
   if (progress) progress(0, total);
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -113,7 +101,7 @@ LoadedTensors load_tensors(const File& file, Context& ctx, BufferType& type, con
     for (size_t o = 0; o < infos[i].nbytes; o += step) {
       const size_t n = std::min(step, infos[i].nbytes - o);
       out.buffer->set(t, src + o, o, n);
-      release_pages(impl, src + o, n);
+      file.release_pages(src + o, n);
       done += n;
       if (progress) progress(done, total);
     }
