@@ -52,7 +52,7 @@ std::vector<RuntimeUnderTest> runtimes_present() {
   std::vector<RuntimeUnderTest> out;
   std::map<device::Runtime*, size_t> index;
   for (const auto& d : Registry::instance().devices()) {
-    auto* a = dynamic_cast<device::AcceleratorDevice*>(d.get());
+    auto* a = dynamic_cast<device::AcceleratorDevice*>(d);
     if (a == nullptr) continue;
     auto [it, fresh] = index.emplace(&a->runtime(), out.size());
     if (fresh) out.push_back({a->runtime().name(), {}});
