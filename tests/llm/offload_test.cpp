@@ -10,6 +10,7 @@
 #include <string>
 
 #include "support/cli.h"
+#include "support/opencl.h"
 #include "tessera/device.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
@@ -154,7 +155,7 @@ double relative_error(const std::vector<float>& want, const std::vector<float>& 
 // ROPE went to the device at batch 1 and pulled its attention, KV cache and weights after it:
 // about 4 MiB of cache and the layer's weights copied per token.
 TEST(OffloadBatch, OneLayerOfThirtyTwoHeadsOnTheDeviceCopiesNoWeightsPerToken) {
-  if (!has_device("OpenCL0")) GTEST_SKIP() << "no OpenCL0 on this machine";
+  TESSERA_REQUIRE_OPENCL_DEVICE("OpenCL0");
   auto cpu_model = Model::synthetic(thirty_two_heads());
   LoadOptions lo;
   lo.n_gpu_layers = 1;
@@ -180,7 +181,7 @@ TEST(OffloadBatch, OneLayerOfThirtyTwoHeadsOnTheDeviceCopiesNoWeightsPerToken) {
 
 // A prompt batch of >= 32 tokens still sends the CPU layer's matmuls (host weights) to the device.
 TEST(OffloadBatch, APromptOfFortyTokensOffloadsMatMulsWithHostWeights) {
-  if (!has_device("OpenCL0")) GTEST_SKIP() << "no OpenCL0 on this machine";
+  TESSERA_REQUIRE_OPENCL_DEVICE("OpenCL0");
   auto cpu_model = Model::synthetic(thirty_two_heads());
   LoadOptions lo;
   lo.n_gpu_layers = 1;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "support/opencl.h"
 #include "tessera/device.h"
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
@@ -245,7 +246,7 @@ TEST_F(SessionTest, BadBatchesAreErrorsAndLeaveTheCacheAlone) {
 }
 
 TEST(SessionDevice, ShiftAndSequencesWorkWithTheCacheOnOpenCL0) {
-  if (Registry::instance().find("OpenCL0") == nullptr) GTEST_SKIP() << "no OpenCL0 on this machine";
+  TESSERA_REQUIRE_OPENCL_DEVICE("OpenCL0");
   LoadOptions lo;
   lo.n_gpu_layers = 99;
   lo.device = "OpenCL0";
