@@ -165,7 +165,7 @@ class File {
   // Address of a tensor's bytes inside the mapping.
   const std::byte* tensor_data(const TensorInfo& info) const noexcept;
   // Drops the whole pages of [p, p + n) from memory once they are copied elsewhere (a mapped file
-  // reads them again on access); nothing for bytes given to parse.
+  // reads them again on access); nothing for a file read into memory or bytes given to parse.
   void release_pages(const std::byte* p, size_t n) const noexcept;
 
  private:

@@ -487,8 +487,9 @@ const TensorInfo* File::find_tensor(std::string_view name) const noexcept {
 }
 
 void File::release_pages(const std::byte* p, size_t n) const noexcept {
+  // Only a mapping reads dropped pages back from the file; a heap copy would lose them.
   const Mapping* m = impl_->mapping.get();
-  if (m == nullptr || m->address == nullptr || n == 0) return;
+  if (m == nullptr || !m->mapped || m->address == nullptr || n == 0) return;
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const auto* base = static_cast<const std::byte*>(m->address);
   const size_t begin = align_up(static_cast<size_t>(p - base), page);

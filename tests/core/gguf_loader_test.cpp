@@ -166,6 +166,24 @@ TEST(GgufLoader, RealModelOnHostAndDevice) {
 
 // Every registered device (the CPU, and OpenCL devices where present) gets the file's bytes through
 // its own buffers and layouts, in chunks that split rows, and gives them back unchanged.
+// Regression: loading into a device dropped the source pages with madvise(MADV_DONTNEED) also for
+// a file read into memory (OpenOptions::mmap off), which zeroes a heap copy instead of letting the
+// kernel re-read it: a second load from the same File got zeros.
+TEST(GgufLoader, AFileReadIntoMemoryKeepsItsBytesAfterADeviceLoad) {
+  const std::string path = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+  const File f = File::open(path, {.mmap = false});
+  const File mapped = File::open(path);
+  FakeDeviceType device;
+  Context first_ctx, second_ctx;
+  (void)load_tensors(f, first_ctx, device, {}, 4096);
+  auto second = load_tensors(f, second_ctx, device, {}, 4096);
+  for (const auto& info : f.tensors()) {
+    const auto* want = reinterpret_cast<const uint8_t*>(mapped.tensor_data(*mapped.find_tensor(info.name)));
+    EXPECT_EQ(read_back(*second.tensors.at(info.name)), std::vector<uint8_t>(want, want + info.nbytes))
+        << info.name;
+  }
+}
+
 TEST(GgufLoader, EveryDeviceReadsBackTheFileBytes) {
   std::mt19937 rng(11);
   Writer w;
