@@ -9,16 +9,21 @@
 namespace tessera::cpu {
 
 enum class KernelSet { Fast, Reference };
+// Hardware: more threads than hardware_threads() are clamped to it, with a warning.
+// Exact: the count asked for (tests that check results do not depend on the thread count).
+enum class ThreadLimit { Hardware, Exact };
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads = 0, KernelSet kernels = KernelSet::Fast);  // 0 = all cores
+  // n_threads: 0 = all cores. Throws Error(OutOfMemory) when the system cannot start the threads.
+  explicit CpuBackend(int n_threads = 0, KernelSet kernels = KernelSet::Fast,
+                      ThreadLimit limit = ThreadLimit::Hardware);
   ~CpuBackend() override;
   std::string name() const override;
   Device& device() const override;
   void compute(Graph& graph) override;
   bool supports(const Tensor& op) const override;
-  void set_threads(int n_threads);
+  void set_threads(int n_threads);  // bounded as in the constructor
   int threads() const noexcept { return n_threads_; }
   KernelSet kernels() const noexcept { return kernels_; }
 
@@ -27,11 +32,14 @@ class CpuBackend final : public Backend {
 
   int n_threads_;
   KernelSet kernels_;
+  ThreadLimit limit_;
   std::unique_ptr<Workers> workers_;
 };
 
 // Number of hardware threads (at least 1).
 int hardware_threads() noexcept;
+// The thread count a CPU backend uses for `requested` (0 = all cores): see ThreadLimit.
+int bounded_threads(int requested, ThreadLimit limit = ThreadLimit::Hardware);
 // The CPU device, first in the Registry as "CPU" (getting it does not create the Registry).
 Device& cpu_device();
 

@@ -7,23 +7,24 @@
 #include "cpu/thread_pool.h"
 #include "tessera/buffer.h"
 #include "tessera/cpu.h"
+#include "tessera/log.h"
 #include "tessera/op_types.h"
 
 namespace tessera::cpu {
 
-void ComputeContext::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const {
+void ComputeContext::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) const {
   if (n <= 0) return;
-  const int nth = static_cast<int>(std::min<int64_t>(n_threads, n));
-  if (pool == nullptr || nth <= 1) {
+  const int nth = static_cast<int>(std::min<int64_t>(std::min(n_threads, pool ? pool->size() : 1), n));
+  if (nth <= 1) {
     fn(0, n);
     return;
   }
   pool->run([&](int ith) {
     if (ith >= nth) return;
-    const int64_t per = (n + nth - 1) / nth;
-    const int64_t begin = per * ith;
-    const int64_t end = std::min(n, begin + per);
-    if (begin < end) fn(begin, end);
+    // n * ith / nth: chunks of floor or ceil of n / nth, never an idle thread while another has two extra.
+    const int64_t begin = n / nth * ith + std::min<int64_t>(ith, n % nth);
+    const int64_t end = begin + n / nth + (ith < n % nth ? 1 : 0);
+    fn(begin, end);
   });
 }
 
@@ -113,9 +114,32 @@ struct CpuBackend::Workers {
   HostScratchArena scratch;  // kernels' work memory: grows in place in host virtual memory
 };
 
-CpuBackend::CpuBackend(int n_threads, KernelSet kernels)
-    : n_threads_(n_threads > 0 ? n_threads : hardware_threads()),
+int bounded_threads(int requested, ThreadLimit limit) {
+  if (requested < 0)
+    raise(ErrorCode::InvalidArgument, "CPU: thread count must be >= 0 (0 = all cores), got {}", requested);
+  const int cores = hardware_threads();
+  if (requested == 0) return cores;
+  return limit == ThreadLimit::Exact ? requested : std::min(requested, cores);
+}
+
+namespace {
+
+// More threads than the machine has only take turns on its cores (and spin while they wait).
+int bounded_threads_warned(int requested, ThreadLimit limit) {
+  const int n = bounded_threads(requested, limit);
+  if (requested != 0 && n != requested)
+    log(LogLevel::Warn,
+        fmt::format("CPU: {} threads requested but the machine has {} hardware threads; using {}", requested,
+                    hardware_threads(), n));
+  return n;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int n_threads, KernelSet kernels, ThreadLimit limit)
+    : n_threads_(bounded_threads_warned(n_threads, limit)),
       kernels_(kernels),
+      limit_(limit),
       workers_(std::make_unique<Workers>(n_threads_)) {}
 
 CpuBackend::~CpuBackend() = default;
@@ -126,9 +150,11 @@ Device& CpuBackend::device() const { return cpu_device(); }
 
 void CpuBackend::set_threads(int n_threads) {
   if (n_threads < 1) raise(ErrorCode::InvalidArgument, "CPU: thread count must be >= 1, got {}", n_threads);
-  if (n_threads == n_threads_) return;
-  n_threads_ = n_threads;
-  workers_->pool = std::make_unique<ThreadPool>(n_threads_);
+  const int bounded = bounded_threads_warned(n_threads, limit_);
+  if (bounded == n_threads_) return;
+  auto pool = std::make_unique<ThreadPool>(bounded);  // on failure the old pool stays in service
+  workers_->pool = std::move(pool);
+  n_threads_ = bounded;
 }
 
 bool CpuBackend::supports(const Tensor& op) const { return supports_node(op); }
@@ -139,6 +165,7 @@ void CpuBackend::compute(Graph& graph) {
   ctx.n_threads = n_threads_;
   ctx.kernels = kernels_;
   ctx.arena = &workers_->scratch;
+  const ThreadPool::Hold hold(*workers_->pool);  // the workers spin between this graph's nodes, never park
   for (Tensor* node : graph.nodes()) {
     if (is_view_op(node->op) || node->op == Op::None || node->nelements() == 0) continue;
     if (node->data == nullptr)

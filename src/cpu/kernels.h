@@ -3,9 +3,9 @@
 // Kernels read sources through their strides (any layout ggml allows) and write dst, which is
 // contiguous unless the op says otherwise (CPY writes into a view of its destination).
 #include <cstdint>
-#include <functional>
 #include <vector>
 
+#include "core/function_ref.h"
 #include "tessera/cpu.h"
 #include "tessera/tensor.h"
 
@@ -24,9 +24,10 @@ struct ComputeContext {
   std::vector<char>* scratch = nullptr;  // per-backend work memory, reused across nodes
   HostScratchArena* arena = nullptr;     // preferred when set: grows in place (host virtual memory)
 
-  // Splits [0, n) into n_threads contiguous chunks and runs fn(begin, end) for each in parallel.
-  // Each item is computed by exactly one thread, so results never depend on the thread count.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const;
+  // Splits [0, n) into n_threads contiguous chunks whose sizes differ by at most one (so the threads
+  // finish together) and runs fn(begin, end) for each in parallel. Each item is computed by exactly
+  // one thread, so results never depend on the thread count.
+  void parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) const;
   // Scratch memory of at least `bytes` (contents undefined), valid until the next call.
   char* scratch_memory(size_t bytes) const;
   bool reference() const noexcept { return kernels == KernelSet::Reference; }

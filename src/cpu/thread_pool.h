@@ -1,16 +1,27 @@
 #pragma once
-// A fixed pool of worker threads that runs one parallel job at a time.
-#include <condition_variable>
+// A fixed pool of persistent worker threads that runs one parallel job at a time.
+//
+// Between jobs the workers spin (with a pause instruction) on a generation counter, so that a graph's
+// nodes start and finish without a system call; after about a millisecond with no job they park on a
+// futex (std::atomic::wait) and cost nothing until the next job. A Hold keeps them spinning for the
+// whole of a graph, however long its serial parts take.
+#include <atomic>
 #include <cstdint>
-#include <functional>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/function_ref.h"
 
 namespace tessera::cpu {
 
 class ThreadPool {
  public:
+  using Job = FunctionRef<void(int)>;
+
+  // Starts n_threads - 1 workers (the caller is thread 0). Throws Error(OutOfMemory) naming how many
+  // could not be started when the system refuses a thread; the workers already started are joined.
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -18,20 +29,40 @@ class ThreadPool {
 
   int size() const noexcept { return n_threads_; }
   // Calls job(ith) for ith in [0, size()) on the workers and the caller; returns when all finish.
-  // The first exception thrown by any call is rethrown here.
-  void run(const std::function<void(int)>& job);
+  // The first exception thrown by any call is rethrown here. One caller at a time.
+  void run(Job job);
+
+  // While a Hold lives the idle workers spin instead of parking (a graph in progress).
+  class Hold {
+   public:
+    explicit Hold(ThreadPool& pool) : pool_(pool) { pool_.holds_.fetch_add(1, std::memory_order_relaxed); }
+    ~Hold() { pool_.holds_.fetch_sub(1, std::memory_order_relaxed); }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    ThreadPool& pool_;
+  };
+
+  // Test seam: the start of worker number `index` (1-based, as the caller is 0) throws as if the
+  // system had refused the thread; 0 turns it off.
+  static void fail_worker_start_for_testing(int index) noexcept;
 
  private:
   void worker(int ith);
+  uint32_t wait_for_job(uint32_t seen);
+  void stop_workers() noexcept;
+
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable start_cv_, done_cv_;
-  const std::function<void(int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  Job job_;
+  std::mutex error_mutex_;
   std::exception_ptr error_;
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job (and to stop)
+  alignas(64) std::atomic<int> pending_{0};          // workers still running the current job
+  alignas(64) std::atomic<int> parked_{0};           // workers asleep in generation_.wait
+  std::atomic<int> holds_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace tessera::cpu

@@ -167,7 +167,7 @@ inline std::vector<float> iota(int64_t n, float start = 0.0f) {
 // Computes the graph of `out` on the CPU backend with n_threads threads and the given kernels.
 inline void compute(Tensor* out, int n_threads = 1, cpu::KernelSet kernels = cpu::KernelSet::Reference) {
   Graph g{out};
-  cpu::CpuBackend backend(n_threads, kernels);
+  cpu::CpuBackend backend(n_threads, kernels, cpu::ThreadLimit::Exact);  // 3 threads even on 2 cores
   backend.compute(g);
 }
 

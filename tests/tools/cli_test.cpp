@@ -111,3 +111,14 @@ TEST(Cli, BenchReportsPromptAndGenerationSpeed) {
   EXPECT_TRUE(contains(r.out, "| synthetic-250M q8_0 | CPU |")) << r.out;
   EXPECT_NE(cli("bench --type q5_k").code, 0);
 }
+
+// Issue 13/15: `-t 1000` under a 1 GB address-space limit hung forever (a refused thread deadlocked
+// the pool's constructor); now the count is clamped to the machine with a warning and the run finishes.
+TEST(Cli, RunWithFarTooManyThreadsUnderAMemoryLimitFinishes) {
+  // run_cli's `env` is a shell prefix: the limit and the timeout apply to the CLI alone.
+  const auto r = tessera::testing_support::run_cli("run -m " + kModel + " -p Hello -t 1000 -n 4 --temp 0",
+                                                   "ulimit -v 1000000; timeout 60");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "1000 threads requested but the machine has")) << r.out;
+  EXPECT_TRUE(contains(r.out, "generation: 4 tokens")) << r.out;
+}

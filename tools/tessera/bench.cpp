@@ -111,7 +111,7 @@ void bench(const BenchArgs& a) {
         model->device()
             ? static_cast<int>(std::min<int64_t>(model->n_gpu_layers(), model->hparams().n_layer + 1))
             : 0;
-    const int threads = a.threads > 0 ? a.threads : cpu::hardware_threads();
+    const int threads = cpu::bounded_threads(a.threads);  // what the CPU backend runs
     for (bool prompt : {true, false}) {
       if ((prompt ? a.n_prompt : a.n_gen) <= 0) continue;
       run_once(*model, a, prompt, rng);  // warm-up
