@@ -165,7 +165,6 @@ void CpuBackend::compute(Graph& graph) {
   ctx.n_threads = n_threads_;
   ctx.kernels = kernels_;
   ctx.arena = &workers_->scratch;
-  const ThreadPool::Hold hold(*workers_->pool);  // the workers spin between this graph's nodes, never park
   for (Tensor* node : graph.nodes()) {
     if (is_view_op(node->op) || node->op == Op::None || node->nelements() == 0) continue;
     if (node->data == nullptr)

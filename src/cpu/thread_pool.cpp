@@ -23,13 +23,13 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// How long an idle worker spins before parking: long enough to bridge the serial work between two
-// nodes (and between two tokens), short enough not to burn a core when the pool is idle.
-constexpr auto kSpinBeforePark = std::chrono::microseconds(1000);
+// How long an idle worker spins before parking (beyond kSpinsPerClockCheck pauses). Longer bridges
+// the serial work between nodes on a quiet machine but costs CPU share on a loaded one (see header).
+constexpr auto kSpinBeforePark = std::chrono::microseconds(0);
 constexpr int kSpinsPerClockCheck = 256;
-// After this many pauses (tens of microseconds) a waiter also yields on each turn, so that when the
-// machine is oversubscribed the thread it waits for gets the core.
-constexpr int kSpinsBeforeYield = 1024;
+// After this many pauses (tens of microseconds) the caller sleeps until its workers finish, so that
+// on a loaded machine it does not spend its share of the CPU waiting.
+constexpr int kSpinsBeforeYield = 256;
 
 }  // namespace
 
@@ -84,11 +84,16 @@ void ThreadPool::run(Job job) {
   } catch (...) {
     own_error = std::current_exception();
   }
-  // The workers' share is as long as ours (the splits are even), so this wait is short; yield
-  // after a while in case a worker lost its core to another process.
-  for (int64_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  // The workers' share is as long as ours (the splits are even), so this wait is usually short.
+  for (int64_t spins = 0;; ++spins) {
+    const int left = pending_.load(std::memory_order_acquire);
+    if (left == 0) break;
     cpu_relax();
-    if (spins >= kSpinsBeforeYield) std::this_thread::yield();
+    if (spins < kSpinsBeforeYield) continue;
+    // Sleep rather than yield: a woken thread gets its core back sooner than one that yielded it.
+    main_parked_.store(true, std::memory_order_seq_cst);
+    if (pending_.load(std::memory_order_seq_cst) == left) pending_.wait(left, std::memory_order_acquire);
+    main_parked_.store(false, std::memory_order_relaxed);
   }
   job_ = Job();
   if (own_error) std::rethrow_exception(own_error);
@@ -101,13 +106,8 @@ uint32_t ThreadPool::wait_for_job(uint32_t seen) {
     const uint32_t g = generation_.load(std::memory_order_acquire);
     if (g != seen) return g;
     cpu_relax();
-    if (spins >= kSpinsBeforeYield) std::this_thread::yield();
     if (spins % kSpinsPerClockCheck != kSpinsPerClockCheck - 1) continue;
     const auto now = std::chrono::steady_clock::now();
-    if (holds_.load(std::memory_order_relaxed) > 0) {
-      idle_since = now;
-      continue;
-    }
     if (now - idle_since < kSpinBeforePark) continue;
     parked_.fetch_add(1, std::memory_order_seq_cst);
     generation_.wait(seen, std::memory_order_seq_cst);  // returns once generation_ != seen
@@ -127,7 +127,8 @@ void ThreadPool::worker(int ith) {
       std::lock_guard lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && main_parked_.load(std::memory_order_seq_cst))
+      pending_.notify_one();
   }
 }
 
