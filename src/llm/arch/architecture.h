@@ -3,7 +3,7 @@
 // forward graph (from the shared blocks in ../blocks.h).
 #include <string>
 
-#include "../blocks.h"
+#include "llm/blocks.h"
 
 namespace tessera::llm {
 
