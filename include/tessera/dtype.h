@@ -7,10 +7,32 @@
 
 namespace tessera {
 
-enum class DType : uint8_t { F32, F16, BF16, Q4_0, Q8_0, I32 };
-inline constexpr int kDTypeCount = 6;
-inline constexpr DType kAllDTypes[kDTypeCount] = {DType::F32,  DType::F16,  DType::BF16,
-                                                  DType::Q4_0, DType::Q8_0, DType::I32};
+// Every type Tessera knows, in ggml's formats. The op x type table (tessera/op_types.h) says which
+// ops take which; Q8_K is the K-quants' activation type, not a weight type of files.
+enum class DType : uint8_t {
+  F32,
+  F16,
+  BF16,
+  Q4_0,
+  Q8_0,
+  I32,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K,
+  Q4_K,
+  Q5_K,
+  Q6_K,
+  Q8_K,
+  IQ4_NL,
+  IQ4_XS,
+};
+inline constexpr int kDTypeCount = 17;
+inline constexpr DType kAllDTypes[kDTypeCount] = {
+    DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q8_0,  DType::I32,
+    DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,  DType::Q4_K,
+    DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
 
 struct DTypeTraits {
   std::string_view name;  // "f32", "q4_0", ... (ggml's spelling)

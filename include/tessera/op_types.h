@@ -24,6 +24,7 @@ class TypeSet {
   }
   static constexpr TypeSet absent() { return TypeSet(kAbsent); }
   constexpr TypeSet with_absent() const { return TypeSet(bits_ | kAbsent); }
+  constexpr TypeSet with(DType t) const { return TypeSet(bits_ | bit(t)); }
   constexpr bool contains(std::optional<DType> t) const { return (bits_ & (t ? bit(*t) : kAbsent)) != 0; }
   constexpr bool admits_absent() const { return (bits_ & kAbsent) != 0; }
   // Members in kAllDTypes order, then nullopt when absent is admitted.
@@ -56,6 +57,9 @@ struct OpTypeRule {
 std::span<const OpTypeRule> op_type_rules(Op op);
 // Every combination the rules of op define (each once), for tables and tests.
 std::vector<OpTypes> defined_op_types(Op op);
+// The types any rule of op admits in source slot `slot` (no absent marker), e.g. every weight type
+// for MUL_MAT's slot 0: what tests iterate so that they follow the table.
+TypeSet op_source_types(Op op, size_t slot);
 // True when op defines this combination; always true for NONE and the views.
 bool op_types_defined(Op op, const OpTypes& types);
 bool op_types_defined(const Tensor& node);

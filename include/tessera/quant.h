@@ -1,24 +1,12 @@
 #pragma once
-// Q4_0 / Q8_0 blocks (ggml's layout) and row conversions between any type and f32.
+// Quantizing and dequantizing rows of the block types (tessera/blocks.h), and row conversions
+// between any type and f32.
 #include <cstdint>
 
+#include "tessera/blocks.h"
 #include "tessera/dtype.h"
 
 namespace tessera {
-
-inline constexpr int64_t kQuantBlock = 32;
-
-struct BlockQ4_0 {
-  uint16_t d;      // fp16 scale
-  uint8_t qs[16];  // element j: low nibble of qs[j]; element j+16: high nibble
-};
-static_assert(sizeof(BlockQ4_0) == 18);
-
-struct BlockQ8_0 {
-  uint16_t d;  // fp16 scale
-  int8_t qs[32];
-};
-static_assert(sizeof(BlockQ8_0) == 34);
 
 // n must be a multiple of 32.
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) noexcept;
@@ -32,7 +20,28 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) noexcept;
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) noexcept;
 void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n) noexcept;
 void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n) noexcept;
+
+// The other block types (n a multiple of the type's block size). Quantizers follow ggml's
+// reference rounding, so a row quantized here has the bits llama.cpp's would.
+void dequantize_row_q4_1(const BlockQ4_1* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q5_0(const BlockQ5_0* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q5_1(const BlockQ5_1* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q2_k(const BlockQ2_K* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q3_k(const BlockQ3_K* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q4_k(const BlockQ4_K* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q5_k(const BlockQ5_K* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q6_k(const BlockQ6_K* src, float* dst, int64_t n) noexcept;
+void dequantize_row_q8_k(const BlockQ8_K* src, float* dst, int64_t n) noexcept;
+void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n) noexcept;
+void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n) noexcept;
+void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n) noexcept;
+void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n) noexcept;
+void quantize_row_q5_1(const float* src, BlockQ5_1* dst, int64_t n) noexcept;
+void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n) noexcept;
 }  // namespace ref
+
+// False for the types from_f32_row cannot write yet.
+bool has_quantizer(DType type) noexcept;
 
 // Converts a contiguous row of n elements of `type` to f32 (I32 converts exactly).
 void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept;

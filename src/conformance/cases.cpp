@@ -183,7 +183,8 @@ void shape_family(std::vector<std::unique_ptr<Case>>& out) {
   }
   // GET_ROWS from every type, random (repeated) indices, and the edge rows 0 and ne1-1.
   for (DType t : kAllDTypes) {
-    const int64_t ne0 = is_quantized(t) ? 64 : 10;
+    if (!op_source_types(Op::GetRows, 0).contains(t)) continue;
+    const int64_t ne0 = is_quantized(t) ? traits(t).block_size * 2 : 10;
     add(out, Op::GetRows, fmt::format("GET_ROWS(type={}, ne=[{},20,3,1], rows=15)", tn(t), ne0),
         [=](Case& c, Context& ctx) {
           return ops::get_rows(ctx, c.leaf(ctx, t, {ne0, 20, 3, 1}),

@@ -174,6 +174,15 @@ std::vector<OpTypes> defined_op_types(Op op) {
   return out;
 }
 
+TypeSet op_source_types(Op op, size_t slot) {
+  TypeSet out;
+  if (slot >= kMaxSources) return out;
+  for (const OpTypeRule& r : op_type_rules(op))
+    for (auto t : r.src[slot].members())
+      if (t) out = out.with(*t);
+  return out;
+}
+
 bool op_types_defined(Op op, const OpTypes& types) {
   if (no_rules(op)) return true;
   for (const OpTypeRule& r : op_type_rules(op)) {

@@ -213,6 +213,21 @@ void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n) noexcept {
   ref::dequantize_row_q8_0(src, dst, n);
 }
 
+bool has_quantizer(DType type) noexcept {
+  switch (type) {
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      return false;
+    default:
+      return true;
+  }
+}
+
 void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept {
   switch (type) {
     case DType::F32:
@@ -230,6 +245,39 @@ void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept {
       break;
     case DType::Q8_0:
       dequantize_row_q8_0(static_cast<const BlockQ8_0*>(src), dst, n);
+      break;
+    case DType::Q4_1:
+      ref::dequantize_row_q4_1(static_cast<const BlockQ4_1*>(src), dst, n);
+      break;
+    case DType::Q5_0:
+      ref::dequantize_row_q5_0(static_cast<const BlockQ5_0*>(src), dst, n);
+      break;
+    case DType::Q5_1:
+      ref::dequantize_row_q5_1(static_cast<const BlockQ5_1*>(src), dst, n);
+      break;
+    case DType::Q2_K:
+      ref::dequantize_row_q2_k(static_cast<const BlockQ2_K*>(src), dst, n);
+      break;
+    case DType::Q3_K:
+      ref::dequantize_row_q3_k(static_cast<const BlockQ3_K*>(src), dst, n);
+      break;
+    case DType::Q4_K:
+      ref::dequantize_row_q4_k(static_cast<const BlockQ4_K*>(src), dst, n);
+      break;
+    case DType::Q5_K:
+      ref::dequantize_row_q5_k(static_cast<const BlockQ5_K*>(src), dst, n);
+      break;
+    case DType::Q6_K:
+      ref::dequantize_row_q6_k(static_cast<const BlockQ6_K*>(src), dst, n);
+      break;
+    case DType::Q8_K:
+      ref::dequantize_row_q8_k(static_cast<const BlockQ8_K*>(src), dst, n);
+      break;
+    case DType::IQ4_NL:
+      ref::dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n);
+      break;
+    case DType::IQ4_XS:
+      ref::dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n);
       break;
     case DType::I32: {
       const auto* s = static_cast<const int32_t*>(src);
@@ -256,6 +304,28 @@ void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
       break;
     case DType::Q8_0:
       quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
+      break;
+    case DType::Q4_1:
+      ref::quantize_row_q4_1(src, static_cast<BlockQ4_1*>(dst), n);
+      break;
+    case DType::Q5_0:
+      ref::quantize_row_q5_0(src, static_cast<BlockQ5_0*>(dst), n);
+      break;
+    case DType::Q5_1:
+      ref::quantize_row_q5_1(src, static_cast<BlockQ5_1*>(dst), n);
+      break;
+    case DType::Q8_K:
+      ref::quantize_row_q8_k(src, static_cast<BlockQ8_K*>(dst), n);
+      break;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      // No quantizer yet (issue 11 in progress): has_quantizer() is false and the op table admits
+      // no CPY into these types, so nothing reaches here.
       break;
     case DType::I32: {
       auto* d = static_cast<int32_t*>(dst);

@@ -3,13 +3,15 @@
 
 #include "opencl/ops_test_util.h"
 #include "tessera/convert.h"
+#include "tessera/op_types.h"
 #include "tessera/ops.h"
 
 using namespace tessera;
 
 namespace {
 
-bool valid_cpy(DType s, DType d) { return s != DType::I32 || d == DType::I32 || d == DType::F32; }
+bool valid_cpy(DType s, DType d) { return op_types_defined(Op::Cpy, OpTypes{d, {s, d}}); }
+bool valid_cont(DType t) { return op_types_defined(Op::Cont, OpTypes{t, {t}}); }
 
 }  // namespace
 
@@ -47,6 +49,7 @@ TEST(OpenClCopy, DupAndContOfStridedSourcesMatchTheCpu) {
   auto build = [](Context& ctx) {
     test::BuiltGraph g;
     for (DType t : kAllDTypes) {
+      if (!valid_cont(t)) continue;
       Tensor* a = ctx.new_tensor(t, 64, 5, 3, 2);
       g.inputs.push_back(a);
       // CONT of a permutation (rows stay whole, so quantized types qualify), DUP of a row subset.
@@ -60,12 +63,15 @@ TEST(OpenClCopy, DupAndContOfStridedSourcesMatchTheCpu) {
   };
   std::mt19937 rng(22);
   std::vector<std::vector<uint8_t>> images;
-  for (DType t : kAllDTypes) images.push_back(test::random_image(t, {64, 5, 3, 2}, rng));
+  std::vector<DType> types;
+  for (DType t : kAllDTypes)
+    if (valid_cont(t)) types.push_back(t);
+  for (DType t : types) images.push_back(test::random_image(t, {64, 5, 3, 2}, rng));
   for (int dev = 0; dev < 2; ++dev) {
     const auto r = test::run_on_cpu_and_device(test::opencl_device(dev), build, images);
     for (size_t i = 0; i < r.cpu.size(); ++i)
       EXPECT_EQ(r.device[i], r.cpu[i])
-          << "OpenCL" << dev << (i % 2 ? " DUP " : " CONT ") << name(kAllDTypes[i / 2]);
+          << "OpenCL" << dev << (i % 2 ? " DUP " : " CONT ") << name(types[i / 2]);
   }
 }
 

@@ -1,6 +1,7 @@
 // DUP, CONT, CPY on OpenCL (kernels/copy.cl): any source strides; conversions through f32;
 // quantizing into and dequantizing from the device layout; same-type blocks copied exactly.
 #include "core/check.h"
+#include "device/layout.h"
 #include "opencl/oplib.h"
 #include "tessera/quant.h"
 
@@ -11,6 +12,10 @@ bool supports_copy(const Tensor& node) {
   const Tensor* a = node.src[0];
   if (a == nullptr) return false;
   if (node.op == Op::Cpy && a->type == DType::I32) return node.type == DType::I32 || node.type == DType::F32;
+  // The kernels know the Q4_0 / Q8_0 blocks (in the device layout) only.
+  if ((is_quantized(a->type) && !device::has_split_layout(a->type)) ||
+      (is_quantized(node.type) && !device::has_split_layout(node.type)))
+    return false;
   if (is_quantized(a->type) && !a->rows_contiguous()) return false;
   if (is_quantized(node.type)) return node.is_contiguous() && a->ne[0] % kQuantBlock == 0;
   return true;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "device/layout.h"
 #include "opencl/oplib.h"
 
 namespace tessera::opencl {
@@ -13,7 +14,8 @@ bool supports_get_rows(const Tensor& node) {
   const Tensor* a = node.src[0];
   const Tensor* idx = node.src[1];
   if (a == nullptr || idx == nullptr || idx->type != DType::I32) return false;
-  if (is_quantized(a->type) && !a->rows_contiguous()) return false;
+  // The kernels know the Q4_0 / Q8_0 blocks (in the device layout) only.
+  if (is_quantized(a->type) && (!device::has_split_layout(a->type) || !a->rows_contiguous())) return false;
   return node.type == (a->type == DType::I32 ? DType::I32 : DType::F32);
 }
 
