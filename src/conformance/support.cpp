@@ -7,6 +7,7 @@
 
 #include "conformance/harness.h"
 #include "core/check.h"
+#include "tessera/blocks.h"
 #include "tessera/error.h"
 #include "tessera/ops.h"
 
@@ -217,7 +218,8 @@ Tensor* build_retyped_probe(Context& ctx, Op op, const OpTypes& types) {
   Tensor* node = build_probe(ctx, op, defined.front(), plain_leaf(ctx), 0);
   node->type = types.result;
   for (size_t i = 0; i < kMaxSources; ++i)
-    node->src[i] = types.src[i] ? ctx.new_tensor(*types.src[i], 64, 4) : nullptr;
+    node->src[i] =
+        types.src[i] ? ctx.new_tensor(*types.src[i], kSuperBlock, 4) : nullptr;  // whole blocks of every type
   return node;
 }
 
