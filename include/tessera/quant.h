@@ -38,14 +38,29 @@ void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n) noexcept;
 void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n) noexcept;
 void quantize_row_q5_1(const float* src, BlockQ5_1* dst, int64_t n) noexcept;
 void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n) noexcept;
+// ggml's reference K-quant rows (quantize_row_q*_K_ref: per-group scale searches, no importance
+// matrix), which llama-quantize writes without one.
+void quantize_row_q2_k(const float* src, BlockQ2_K* dst, int64_t n) noexcept;
+void quantize_row_q3_k(const float* src, BlockQ3_K* dst, int64_t n) noexcept;
+void quantize_row_q4_k(const float* src, BlockQ4_K* dst, int64_t n) noexcept;
+void quantize_row_q5_k(const float* src, BlockQ5_K* dst, int64_t n) noexcept;
+void quantize_row_q6_k(const float* src, BlockQ6_K* dst, int64_t n) noexcept;
+// IQ4_NL as ggml's row conversion (CPY) writes it: one scale per block, the least-squares fit of
+// the indices at d = max / 127.
+void quantize_row_iq4_nl(const float* src, BlockIQ4_NL* dst, int64_t n) noexcept;
+// IQ4_NL as llama-quantize writes it: the best of 15 trial scales per block, weighted by x^2.
+void quantize_row_iq4_nl_searched(const float* src, BlockIQ4_NL* dst, int64_t n) noexcept;
+// IQ4_XS (searched as IQ4_NL's file path, per group of 32, then 6-bit group scales).
+void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n) noexcept;
 }  // namespace ref
-
-// False for the types from_f32_row cannot write yet.
-bool has_quantizer(DType type) noexcept;
 
 // Converts a contiguous row of n elements of `type` to f32 (I32 converts exactly).
 void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept;
-// Converts n floats to `type` (f16/bf16 round to nearest even, I32 truncates, quantized per block).
+// Converts n floats to `type` (f16/bf16 round to nearest even, I32 truncates, quantized per block)
+// with the bits ggml's row conversion (CPY, from_float) gives, for every type.
 void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept;
+// Converts n weights to `type` with the bits llama-quantize writes without an importance matrix
+// (ggml_quantize_chunk): from_f32_row's for every type but IQ4_NL, whose file path searches scales.
+void quantize_weights(DType type, const float* src, void* dst, int64_t n) noexcept;
 
 }  // namespace tessera

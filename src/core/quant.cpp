@@ -213,21 +213,6 @@ void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n) noexcept {
   ref::dequantize_row_q8_0(src, dst, n);
 }
 
-bool has_quantizer(DType type) noexcept {
-  switch (type) {
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::IQ4_NL:
-    case DType::IQ4_XS:
-      return false;
-    default:
-      return true;
-  }
-}
-
 void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept {
   switch (type) {
     case DType::F32:
@@ -318,14 +303,25 @@ void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
       ref::quantize_row_q8_k(src, static_cast<BlockQ8_K*>(dst), n);
       break;
     case DType::Q2_K:
+      ref::quantize_row_q2_k(src, static_cast<BlockQ2_K*>(dst), n);
+      break;
     case DType::Q3_K:
+      ref::quantize_row_q3_k(src, static_cast<BlockQ3_K*>(dst), n);
+      break;
     case DType::Q4_K:
+      ref::quantize_row_q4_k(src, static_cast<BlockQ4_K*>(dst), n);
+      break;
     case DType::Q5_K:
+      ref::quantize_row_q5_k(src, static_cast<BlockQ5_K*>(dst), n);
+      break;
     case DType::Q6_K:
+      ref::quantize_row_q6_k(src, static_cast<BlockQ6_K*>(dst), n);
+      break;
     case DType::IQ4_NL:
+      ref::quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n);
+      break;
     case DType::IQ4_XS:
-      // No quantizer yet (issue 11 in progress): has_quantizer() is false and the op table admits
-      // no CPY into these types, so nothing reaches here.
+      ref::quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n);
       break;
     case DType::I32: {
       auto* d = static_cast<int32_t*>(dst);
@@ -333,6 +329,11 @@ void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
       break;
     }
   }
+}
+
+void quantize_weights(DType type, const float* src, void* dst, int64_t n) noexcept {
+  if (type == DType::IQ4_NL) return ref::quantize_row_iq4_nl_searched(src, static_cast<BlockIQ4_NL*>(dst), n);
+  from_f32_row(type, src, dst, n);
 }
 
 }  // namespace tessera

@@ -1,0 +1,21 @@
+#pragma once
+// Pieces shared by the quantizers that search for their scales (K-quants, IQ4): ggml's rounding and
+// its threshold for an all-zero group, so that searches reach ggml's choices bit for bit.
+#include <cstdint>
+#include <cstring>
+
+namespace tessera::ref {
+
+// Below this largest magnitude a group counts as all zero (ggml's GROUP_MAX_EPS).
+inline constexpr float kGroupMaxEps = 1e-15f;
+
+// Round to nearest, ties to even, by adding 1.5 * 2^23 and reading the mantissa: ggml's
+// nearest_int, exact for |x| < 2^22, and (unlike a cast) defined for every input.
+inline int nearest_int(float x) noexcept {
+  const float shifted = x + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+}  // namespace tessera::ref
