@@ -1,5 +1,5 @@
-// SentencePiece ("llama") encoding, as llama.cpp does it: split on special tokens, escape spaces as
-// U+2581 with a prefix space, then merge adjacent pieces greedily by vocabulary score; whatever
+// SentencePiece ("llama") encoding of text between special tokens, as llama.cpp does it: escape
+// spaces as U+2581 with a prefix space, then merge adjacent pieces greedily by vocabulary score; whatever
 // remains outside the vocabulary falls back to byte tokens.
 #include <queue>
 
@@ -56,12 +56,6 @@ struct Lower {
   }
 };
 
-struct Fragment {
-  Token token;  // kNoToken for a run of text
-  size_t offset;
-  size_t length;
-};
-
 }  // namespace
 
 void Vocab::tokenize_spm_(std::string_view text, std::vector<Token>& out) const {
@@ -116,61 +110,18 @@ void Vocab::tokenize_spm_(std::string_view text, std::vector<Token>& out) const 
   }
 }
 
-std::vector<Token> Vocab::encode(std::string_view text, bool add_special, bool parse_special) const {
-  // Split the text on special tokens, longest first, leftmost non-overlapping occurrences.
-  std::vector<Fragment> fragments;
-  if (!text.empty()) fragments.push_back({kNoToken, 0, text.size()});
-  std::vector<Fragment> next;
-  for (const Token special : index_->specials) {
-    const TokenType type = types_[size_t(special)];
-    if (!parse_special && type != TokenType::UserDefined) continue;
-    const std::string& needle = tokens_[size_t(special)];
-    next.clear();
-    bool split = false;
-    for (const Fragment& f : fragments) {
-      if (f.token != kNoToken) {
-        next.push_back(f);
-        continue;
-      }
-      size_t pos = f.offset;
-      const size_t end = f.offset + f.length;
-      for (;;) {
-        const size_t match = text.find(needle, pos);
-        if (match == std::string_view::npos || match + needle.size() > end) break;
-        if (match > pos) next.push_back({kNoToken, pos, match - pos});
-        next.push_back({special, 0, 0});
-        pos = match + needle.size();
-        split = true;
-      }
-      if (pos < end) next.push_back({kNoToken, pos, end - pos});
-    }
-    if (split) fragments.swap(next);
-  }
-
-  std::vector<Token> out;
-  if (add_special && special_.add_bos) out.push_back(special_.bos);
-  bool after_special = true;  // the text's start counts as following a special token
+void Vocab::encode_spm_fragment_(std::string_view text, bool prefix, std::vector<Token>& out) const {
   std::string escaped;
-  for (const Fragment& f : fragments) {
-    if (f.token != kNoToken) {
-      out.push_back(f.token);
-      after_special = true;
-      continue;
+  escaped.reserve(text.size() + 16);
+  if (prefix) escaped += kSpaceMark;
+  for (const char c : text) {
+    if (c == ' ') {
+      escaped += kSpaceMark;
+    } else {
+      escaped += c;
     }
-    escaped.clear();
-    if (special_.add_space_prefix && after_special) escaped += kSpaceMark;
-    for (const char c : text.substr(f.offset, f.length)) {
-      if (c == ' ') {
-        escaped += kSpaceMark;
-      } else {
-        escaped += c;
-      }
-    }
-    tokenize_spm_(escaped, out);
-    after_special = false;
   }
-  if (add_special && special_.add_eos) out.push_back(special_.eos);
-  return out;
+  tokenize_spm_(escaped, out);
 }
 
 }  // namespace tessera::llm

@@ -1,10 +1,12 @@
-// Vocabulary construction, lookups and decoding (encoding lives in tokenizer_spm.cpp).
+// Vocabulary construction, lookups, the split on special tokens, and decoding (the tokenizers
+// proper live in tokenizer_spm.cpp and tokenizer_bpe.cpp).
 #include "tessera/llm/vocab.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
+#include "llm/byte_level.h"
 #include "llm/vocab_index.h"
 #include "tessera/gguf.h"
 
@@ -31,18 +33,70 @@ int parse_byte_text(std::string_view text) {
 
 bool is_hidden_special(TokenType type) { return type == TokenType::Control || type == TokenType::Unknown; }
 
+// Texts of end-of-turn tokens, in the order an EOT id is chosen when the file names none.
+constexpr std::string_view kEndOfTurnTexts[] = {
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "<\xEF\xBD\x9C"  // DeepSeek's <｜end▁of▁sentence｜>
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "<end_of_utterance>",
+};
+// Every text that ends generation (llama.cpp's list, with the FIM pad/repo/file separators that
+// end a fill-in-the-middle completion).
+constexpr std::string_view kEndOfGenerationTexts[] = {
+    "<|eot_id|>",  "<|im_end|>", "<|end|>",    "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>",  "<EOT>",      "_<EOT>",     "<|end_of_text|>", "<end_of_utterance>",
+    "<|fim_pad|>", "<fim-pad>",  "<fim_pad>",  "<|fim_repo|>",    "<|repo_name|>",
+    "<fim-repo>",  "<REPO>",     "<reponame>", "<|file_sep|>",
+};
+
+// The constructor from plain vectors builds SentencePiece vocabularies only: BPE needs merges.
+std::string_view spm_model(std::string_view model) {
+  if (model == "gpt2") {
+    raise(ErrorCode::Unsupported,
+          "tokenizer model 'gpt2' (byte-level BPE) needs merges: use Vocab::byte_level_bpe");
+  }
+  return model;
+}
+
+struct Fragment {
+  Token token;  // kNoToken for a run of text
+  size_t offset;
+  size_t length;
+};
+
 }  // namespace
 
 Vocab::Vocab(std::string_view model, std::vector<std::string> tokens, std::vector<float> scores,
              std::vector<TokenType> types, SpecialTokens special)
+    : Vocab(Unchecked{}, spm_model(model), std::move(tokens), std::move(scores), std::move(types), special) {}
+
+Vocab Vocab::byte_level_bpe(std::vector<std::string> tokens, const std::vector<std::string>& merges,
+                            std::string_view pre, std::vector<TokenType> types, SpecialTokens special) {
+  special.add_space_prefix = false;
+  Vocab v(Unchecked{}, "gpt2", std::move(tokens), {}, std::move(types), special);
+  v.init_bpe_(merges, pre);
+  return v;
+}
+
+Vocab::Vocab(Unchecked, std::string_view model, std::vector<std::string> tokens, std::vector<float> scores,
+             std::vector<TokenType> types, SpecialTokens special)
     : model_(model),
+      byte_level_(model == "gpt2"),
       tokens_(std::move(tokens)),
       scores_(std::move(scores)),
       types_(std::move(types)),
       special_(special),
       index_(std::make_unique<Index>()) {
-  if (model_ != "llama") {
-    raise(ErrorCode::Unsupported, "tokenizer model '{}' is not supported (only 'llama', SentencePiece)",
+  if (model_ != "llama" && !byte_level_) {
+    raise(ErrorCode::Unsupported,
+          "tokenizer model '{}' is not supported (only 'llama', SentencePiece, and 'gpt2', byte-level BPE)",
           model_);
   }
   const size_t n = tokens_.size();
@@ -63,6 +117,8 @@ Vocab::Vocab(std::string_view model, std::vector<std::string> tokens, std::vecto
   check_special(special_.bos, "BOS");
   check_special(special_.eos, "EOS");
   check_special(special_.unk, "unknown");
+  check_special(special_.eot, "end-of-turn");
+  check_special(special_.eom, "end-of-message");
   if (special_.add_bos && special_.bos == kNoToken) {
     raise(ErrorCode::InvalidArgument, "vocabulary asks to add BOS but has no BOS token");
   }
@@ -71,9 +127,7 @@ Vocab::Vocab(std::string_view model, std::vector<std::string> tokens, std::vecto
   }
 
   byte_values_.assign(n, -1);
-  index_->by_text.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    const Token id = Token(i);
     if (std::isnan(scores_[i])) raise(ErrorCode::InvalidArgument, "token {} has a NaN score", i);
     const auto t = int32_t(types_[i]);
     if (t < 0 || t > int32_t(TokenType::Byte)) types_[i] = TokenType::Undefined;  // as llama.cpp
@@ -83,21 +137,58 @@ Vocab::Vocab(std::string_view model, std::vector<std::string> tokens, std::vecto
         raise(ErrorCode::InvalidArgument, "byte token {} has text '{}', expected <0xXX>", i, tokens_[i]);
       byte_values_[i] = int16_t(b);
     }
-    index_->by_text.insert_or_assign(tokens_[i], id);  // later ids win, as in llama.cpp
+  }
+  index_->by_text.build(tokens_);  // repeated texts: the last id wins, as in llama.cpp
+  find_end_of_generation_();       // may retype tokens as Control
+  for (size_t i = 0; i < n; ++i) {
     const TokenType ty = types_[i];
     if ((is_hidden_special(ty) || ty == TokenType::UserDefined) && !tokens_[i].empty()) {
-      index_->specials.push_back(id);
+      index_->specials.push_back(Token(i));
     }
   }
   std::stable_sort(index_->specials.begin(), index_->specials.end(),
                    [&](Token a, Token b) { return tokens_[size_t(a)].size() > tokens_[size_t(b)].size(); });
 
   for (int b = 0; b < 256; ++b) {
-    const std::string hex = fmt::format("<0x{:02X}>", b);
-    Token id = find(hex);
-    if (id == kNoToken) id = find(std::string(1, char(b)));
+    Token id = kNoToken;
+    if (byte_level_) {
+      id = find(byte_level::utf8_for_byte(uint8_t(b)));
+    } else {
+      id = find(fmt::format("<0x{:02X}>", b));
+      if (id == kNoToken) id = find(std::string(1, char(b)));
+    }
     byte_tokens_[size_t(b)] = id != kNoToken ? id : special_.unk;
   }
+}
+
+void Vocab::find_end_of_generation_() {
+  if (special_.eot == kNoToken) {
+    for (const std::string_view text : kEndOfTurnTexts) {
+      if (const Token id = find(text); id != kNoToken) {
+        special_.eot = id;
+        break;
+      }
+    }
+  }
+  if (special_.eom == kNoToken) special_.eom = find("<|eom_id|>");
+  std::vector<Token> ids;
+  for (const std::string_view text : kEndOfGenerationTexts) {
+    const Token id = find(text);
+    if (id == kNoToken) continue;
+    ids.push_back(id);
+    // A stop token must neither print nor be forged by plain text (llama.cpp retypes them too).
+    types_[size_t(id)] = TokenType::Control;
+  }
+  for (const Token id : {special_.eos, special_.eot, special_.eom}) {
+    if (id != kNoToken) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  end_of_generation_ = std::move(ids);
+}
+
+bool Vocab::is_end_of_generation(Token id) const noexcept {
+  return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);
 }
 
 Vocab Vocab::from_gguf(const gguf::File& file) {
@@ -105,14 +196,17 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
   if (model == nullptr)
     raise(ErrorCode::InvalidArgument, "{}: no tokenizer (tokenizer.ggml.model is missing)", file.source());
   const std::string& name = file.get_string("tokenizer.ggml.model");
-  if (name != "llama") {
-    raise(ErrorCode::Unsupported, "{}: tokenizer model '{}' is not supported (only 'llama', SentencePiece)",
-          file.source(), name);
+  const bool bpe = name == "gpt2";
+  if (name != "llama" && !bpe) {
+    raise(
+        ErrorCode::Unsupported,
+        "{}: tokenizer model '{}' is not supported (only 'llama', SentencePiece, and 'gpt2', byte-level BPE)",
+        file.source(), name);
   }
   std::vector<std::string> tokens = file.get_string_array("tokenizer.ggml.tokens");
   const size_t n = tokens.size();
   std::vector<float> scores;
-  if (file.find("tokenizer.ggml.scores")) scores = file.get_f32_array("tokenizer.ggml.scores");
+  if (!bpe && file.find("tokenizer.ggml.scores")) scores = file.get_f32_array("tokenizer.ggml.scores");
   std::vector<TokenType> types;
   if (file.find("tokenizer.ggml.token_type")) {
     for (const int32_t t : file.get_i32_array("tokenizer.ggml.token_type")) types.push_back(TokenType(t));
@@ -121,9 +215,24 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
     raise(ErrorCode::CorruptFile, "{}: {} tokens but {} scores and {} token types", file.source(), n,
           scores.size(), types.size());
   }
+  std::vector<std::string> merges;
+  std::string pre;
+  if (bpe) {
+    if (file.find("tokenizer.ggml.merges") == nullptr) {
+      raise(ErrorCode::CorruptFile, "{}: byte-level BPE vocabulary without tokenizer.ggml.merges",
+            file.source());
+    }
+    merges = file.get_string_array("tokenizer.ggml.merges");
+    if (file.find("tokenizer.ggml.pre") != nullptr) pre = file.get_string("tokenizer.ggml.pre");
+  }
 
   SpecialTokens special;
-  // Absent ids keep llama's defaults when they fit; -1 (or its u32 spelling) means none.
+  if (bpe) {  // llama.cpp's BPE defaults; add_bos follows the pre-tokenizer kind (below)
+    special.bos = special.eos = special.unk = kNoToken;
+    special.add_bos = false;
+    special.add_space_prefix = false;
+  }
+  // Absent ids keep the defaults when they fit; -1 (or its u32 spelling) means none.
   auto read_id = [&](std::string_view key, Token& id) {
     if (file.find(key) == nullptr) {
       if (id >= 0 && size_t(id) >= n) id = kNoToken;
@@ -142,15 +251,24 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
   read_id("tokenizer.ggml.bos_token_id", special.bos);
   read_id("tokenizer.ggml.eos_token_id", special.eos);
   read_id("tokenizer.ggml.unknown_token_id", special.unk);
+  read_id("tokenizer.ggml.eot_token_id", special.eot);
+  read_id("tokenizer.ggml.eom_token_id", special.eom);
   auto read_flag = [&](std::string_view key, bool& flag) {
     if (file.find(key) != nullptr) flag = file.get_bool(key);
   };
+  bool add_bos_given = file.find("tokenizer.ggml.add_bos_token") != nullptr;
   read_flag("tokenizer.ggml.add_bos_token", special.add_bos);
   read_flag("tokenizer.ggml.add_eos_token", special.add_eos);
-  read_flag("tokenizer.ggml.add_space_prefix", special.add_space_prefix);
-  if (special.bos == kNoToken) special.add_bos = false;  // nothing to add
-  if (special.eos == kNoToken) special.add_eos = false;
+  if (!bpe) read_flag("tokenizer.ggml.add_space_prefix", special.add_space_prefix);
   try {
+    if (bpe) {
+      if (!add_bos_given) special.add_bos = PreTokenizer::for_name(pre).add_bos();
+      if (special.bos == kNoToken) special.add_bos = false;  // nothing to add
+      if (special.eos == kNoToken) special.add_eos = false;
+      return byte_level_bpe(std::move(tokens), merges, pre, std::move(types), special);
+    }
+    if (special.bos == kNoToken) special.add_bos = false;
+    if (special.eos == kNoToken) special.add_eos = false;
     return Vocab(name, std::move(tokens), std::move(scores), std::move(types), special);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::InvalidArgument) throw;
@@ -184,10 +302,7 @@ TokenType Vocab::type(Token id) const {
   return types_[size_t(id)];
 }
 
-Token Vocab::find(std::string_view text) const noexcept {
-  const auto it = index_->by_text.find(text);
-  return it == index_->by_text.end() ? kNoToken : it->second;
-}
+Token Vocab::find(std::string_view text) const noexcept { return index_->by_text.find(text); }
 
 Token Vocab::byte_token(uint8_t byte) const {
   const Token id = byte_tokens_[byte];
@@ -198,12 +313,68 @@ Token Vocab::byte_token(uint8_t byte) const {
   return id;
 }
 
+std::vector<Token> Vocab::encode(std::string_view text, bool add_special, bool parse_special) const {
+  // Split the text on special tokens, longest first, leftmost non-overlapping occurrences.
+  std::vector<Fragment> fragments;
+  if (!text.empty()) fragments.push_back({kNoToken, 0, text.size()});
+  std::vector<Fragment> next;
+  for (const Token special : index_->specials) {
+    const TokenType type = types_[size_t(special)];
+    if (!parse_special && type != TokenType::UserDefined) continue;
+    const std::string& needle = tokens_[size_t(special)];
+    next.clear();
+    bool split = false;
+    for (const Fragment& f : fragments) {
+      if (f.token != kNoToken) {
+        next.push_back(f);
+        continue;
+      }
+      size_t pos = f.offset;
+      const size_t end = f.offset + f.length;
+      for (;;) {
+        const size_t match = text.find(needle, pos);
+        if (match == std::string_view::npos || match + needle.size() > end) break;
+        if (match > pos) next.push_back({kNoToken, pos, match - pos});
+        next.push_back({special, 0, 0});
+        pos = match + needle.size();
+        split = true;
+      }
+      if (pos < end) next.push_back({kNoToken, pos, end - pos});
+    }
+    if (split) fragments.swap(next);
+  }
+
+  std::vector<Token> out;
+  if (add_special && special_.add_bos) out.push_back(special_.bos);
+  bool after_special = true;  // the text's start counts as following a special token
+  for (const Fragment& f : fragments) {
+    if (f.token != kNoToken) {
+      out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    const std::string_view piece = text.substr(f.offset, f.length);
+    if (byte_level_) {
+      encode_bpe_fragment_(piece, out);
+    } else {
+      encode_spm_fragment_(piece, special_.add_space_prefix && after_special, out);
+    }
+    after_special = false;
+  }
+  if (add_special && special_.add_eos) out.push_back(special_.eos);
+  return out;
+}
+
 std::string Vocab::token_to_piece(Token id, bool special) const {
   check_id(id);
   const std::string& text = tokens_[size_t(id)];
   switch (types_[size_t(id)]) {
     case TokenType::Normal: {
       std::string out;
+      if (byte_level_) {
+        byte_level::append_decoded(text, out);
+        return out;
+      }
       out.reserve(text.size());
       for (size_t i = 0; i < text.size();) {
         if (std::string_view(text).substr(i, kSpaceMark.size()) == kSpaceMark) {

@@ -3,10 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <random>
-#include <sstream>
 
+#include "support/vocab_vectors.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
 #include "tessera/llm/vocab.h"
@@ -295,40 +294,10 @@ TEST(Tokenizer, MatchesNaiveMergeOnRandomVocabs) {
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing_support::kVocabDir;
+using testing_support::read_vocab_inputs;
+using testing_support::read_vocab_outputs;
 
-// llama.cpp's test format: every string is followed by "\n__ggml_vocab_test__\n".
-std::vector<std::string> read_inputs(const std::string& path) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::string all = read_all(path);
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (size_t at; (at = all.find(sep, pos)) != std::string::npos; pos = at + sep.size()) {
-    out.push_back(all.substr(pos, at - pos));
-  }
-  EXPECT_EQ(pos, all.size()) << "text after the last separator";
-  return out;
-}
-
-std::vector<Ids> read_outputs(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Ids> out;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream ss(line);
-    Ids ids;
-    for (Token t; ss >> t;) ids.push_back(t);
-    out.push_back(ids);
-  }
-  return out;
-}
-
-const std::string kVocabDir = std::string(TESSERA_SHARED_DIR) + "/vocab/";
 const std::string kLlamaVocab = kVocabDir + "ggml-vocab-llama-spm.gguf";
 
 }  // namespace
@@ -354,8 +323,8 @@ TEST(TokenizerGguf, LlamaVocabMetadata) {
 
 TEST(TokenizerGguf, LlamaVocabMatchesLlamaCppVectors) {
   const Vocab v = Vocab::from_gguf(gguf::File::open(kLlamaVocab));
-  const auto inputs = read_inputs(kLlamaVocab + ".inp");
-  const auto expected = read_outputs(kLlamaVocab + ".out");
+  const auto inputs = read_vocab_inputs(kLlamaVocab + ".inp");
+  const auto expected = read_vocab_outputs(kLlamaVocab + ".out");
   ASSERT_EQ(inputs.size(), 46u);
   ASSERT_EQ(expected.size(), inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -424,14 +393,14 @@ TEST(TokenizerGguf, RejectsUnsupportedModelAndBadIds) {
   };
   {
     auto w = base();
-    w.set("tokenizer.ggml.model", std::string("gpt2"));
+    w.set("tokenizer.ggml.model", std::string("bert"));
     const auto bytes = w.to_bytes();
     try {
       Vocab::from_gguf(gguf::File::parse(bytes));
       FAIL() << "expected an error";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-      EXPECT_NE(std::string(e.what()).find("gpt2"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bert"), std::string::npos) << e.what();
     }
   }
   {
