@@ -34,7 +34,10 @@ struct WeightFormat {
 
   // ggml blocks as they are, no slack: what CPU kernels read.
   static WeightFormat native() noexcept { return {}; }
-  // The CANN design's: Q4_0 and Q8_0 split, slack to a multiple of 512 elements.
+  // The CANN design's: Q4_0 and Q8_0 split, slack to a multiple of 512 elements; every other type
+  // (Q4_1 .. IQ4_XS) in native blocks, which kernels decode 32 elements at a time: their scales
+  // sit inside groups of 16 or 32 within a block, so splitting them off would not give the
+  // contiguous quant runs that make the split layout pay for Q4_0 / Q8_0.
   static WeightFormat split_q4_q8() noexcept;
 };
 

@@ -42,6 +42,32 @@ const device::WeightFormat& weight_format() {
   return format;
 }
 
+bool decodes_blocks(DType type) noexcept {
+  switch (type) {
+    case DType::Q4_0:
+    case DType::Q8_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool encodes_blocks(DType type) noexcept {
+  return type == DType::Q4_0 || type == DType::Q8_0 || type == DType::Q4_1 || type == DType::Q5_0 ||
+         type == DType::Q5_1;
+}
+
 OpenClRuntime& runtime_of(const device::OpContext& ctx) { return static_cast<OpenClRuntime&>(*ctx.runtime); }
 
 cl_kernel kernel_of(const device::OpContext& ctx, std::string_view program, std::string_view name) {

@@ -16,8 +16,13 @@ namespace tessera::opencl {
 
 // Every op this library computes (the device-independent table).
 std::shared_ptr<const device::OpLibrary> make_op_library();
-// What the kernels read: Q4_0 and Q8_0 in the split layout, rows padded to 512 elements of slack.
+// What the kernels read: Q4_0 and Q8_0 in the split layout, every other block type in ggml's
+// native blocks, rows padded to 512 elements of slack.
 const device::WeightFormat& weight_format();
+// The quantized types the kernels decode (load_chunk in kernels/common.cl): all of them.
+bool decodes_blocks(DType type) noexcept;
+// The quantized types the kernels can write from f32 (CPY into them): Q4_0, Q8_0, Q4_1, Q5_0, Q5_1.
+bool encodes_blocks(DType type) noexcept;
 
 // ---- families (one file each) ----
 void register_views(device::OpLibrary& lib);     // NONE, RESHAPE, VIEW, PERMUTE, TRANSPOSE (oplib.cpp)

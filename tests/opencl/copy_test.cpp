@@ -12,21 +12,27 @@ namespace {
 
 bool valid_cpy(DType s, DType d) { return op_types_defined(Op::Cpy, OpTypes{d, {s, d}}); }
 bool valid_cont(DType t) { return op_types_defined(Op::Cont, OpTypes{t, {t}}); }
+// The quantized types OpenCL's kernels quantize into (the others' searches stay on the CPU).
+bool device_quantizes_into(DType d) {
+  return d == DType::Q4_0 || d == DType::Q8_0 || d == DType::Q4_1 || d == DType::Q5_0 || d == DType::Q5_1;
+}
 
 }  // namespace
 
 TEST(OpenClCopy, CpyBetweenEveryTypePairMatchesTheCpu) {
-  // Source: a permuted [64, 4, 3] leaf; destination: a transposed [48, 16] leaf for scalar types
-  // (strided, another shape), a contiguous [64, 12] leaf for quantized types.
+  // Source: a permuted [256, 4, 3] leaf (rows of whole super-blocks); destination: a transposed
+  // [192, 16] leaf for scalar types (strided, another shape), a contiguous [256, 12] leaf for
+  // quantized types.
   std::vector<std::pair<DType, DType>> pairs;
   for (DType s : kAllDTypes)
     for (DType d : kAllDTypes)
-      if (valid_cpy(s, d)) pairs.emplace_back(s, d);
+      if (valid_cpy(s, d) && (!is_quantized(d) || d == s || device_quantizes_into(d)))
+        pairs.emplace_back(s, d);
   auto build = [&](Context& ctx) {
     test::BuiltGraph g;
     for (auto [s, d] : pairs) {
-      Tensor* a = ctx.new_tensor(s, 64, 4, 3);
-      Tensor* b = is_quantized(d) ? ctx.new_tensor(d, 64, 12) : ctx.new_tensor(d, 48, 16);
+      Tensor* a = ctx.new_tensor(s, 256, 4, 3);
+      Tensor* b = is_quantized(d) ? ctx.new_tensor(d, 256, 12) : ctx.new_tensor(d, 192, 16);
       Tensor* dst = is_quantized(d) ? b : ops::transpose(ctx, b);
       g.inputs.push_back(a);
       g.outputs.push_back(ops::cpy(ctx, ops::permute(ctx, a, 0, 2, 1, 3), dst));
@@ -36,7 +42,7 @@ TEST(OpenClCopy, CpyBetweenEveryTypePairMatchesTheCpu) {
   };
   std::mt19937 rng(21);
   std::vector<std::vector<uint8_t>> images;
-  for (auto [s, d] : pairs) images.push_back(test::random_image(s, {64, 4, 3, 1}, rng));
+  for (auto [s, d] : pairs) images.push_back(test::random_image(s, {256, 4, 3, 1}, rng));
   for (int dev = 0; dev < 2; ++dev) {
     const auto r = test::run_on_cpu_and_device(test::opencl_device(dev), build, images);
     for (size_t i = 0; i < pairs.size(); ++i)
@@ -45,16 +51,31 @@ TEST(OpenClCopy, CpyBetweenEveryTypePairMatchesTheCpu) {
   }
 }
 
+TEST(OpenClCopy, SupportsExactlyTheCpysItsKernelsRun) {
+  // From every type; into every scalar type, the same block type, or a type it quantizes into.
+  for (int dev = 0; dev < 2; ++dev) {
+    auto backend = test::opencl_device(dev).make_backend();
+    Context ctx;
+    for (DType s : kAllDTypes)
+      for (DType d : kAllDTypes) {
+        if (!valid_cpy(s, d)) continue;
+        Tensor* node = ops::cpy(ctx, ctx.new_tensor(s, 256, 3), ctx.new_tensor(d, 256, 3));
+        EXPECT_EQ(backend->supports(*node), !is_quantized(d) || d == s || device_quantizes_into(d))
+            << "OpenCL" << dev << " CPY " << name(s) << " -> " << name(d);
+      }
+  }
+}
+
 TEST(OpenClCopy, DupAndContOfStridedSourcesMatchTheCpu) {
   auto build = [](Context& ctx) {
     test::BuiltGraph g;
     for (DType t : kAllDTypes) {
       if (!valid_cont(t)) continue;
-      Tensor* a = ctx.new_tensor(t, 64, 5, 3, 2);
+      Tensor* a = ctx.new_tensor(t, 256, 5, 3, 2);
       g.inputs.push_back(a);
       // CONT of a permutation (rows stay whole, so quantized types qualify), DUP of a row subset.
       Tensor* c = ops::cont(ctx, ops::permute(ctx, a, 0, 3, 1, 2));
-      Tensor* v = ops::view(ctx, a, {64, 2, 3, 2}, 2 * a->nb[1], a->nb[2], a->nb[3], a->nb[1]);
+      Tensor* v = ops::view(ctx, a, {256, 2, 3, 2}, 2 * a->nb[1], a->nb[2], a->nb[3], a->nb[1]);
       Tensor* d = ops::dup(ctx, v);
       g.outputs.insert(g.outputs.end(), {c, d});
       g.results.insert(g.results.end(), {c, d});
@@ -66,7 +87,7 @@ TEST(OpenClCopy, DupAndContOfStridedSourcesMatchTheCpu) {
   std::vector<DType> types;
   for (DType t : kAllDTypes)
     if (valid_cont(t)) types.push_back(t);
-  for (DType t : types) images.push_back(test::random_image(t, {64, 5, 3, 2}, rng));
+  for (DType t : types) images.push_back(test::random_image(t, {256, 5, 3, 2}, rng));
   for (int dev = 0; dev < 2; ++dev) {
     const auto r = test::run_on_cpu_and_device(test::opencl_device(dev), build, images);
     for (size_t i = 0; i < r.cpu.size(); ++i)

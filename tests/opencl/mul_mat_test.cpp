@@ -5,13 +5,16 @@
 // written here.
 #include "opencl/ops/mul_mat.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "opencl/device_run.h"
 #include "opencl/oplib.h"
+#include "tessera/op_types.h"
 #include "tessera/ops.h"
 
 using namespace tessera;
@@ -87,7 +90,145 @@ void check_weight_views_at_a_row_offset(Path path) {
   }
 }
 
+// One MUL_MAT shape: weights [K, M, A2, A3] times b [K, N, B2, B3] (b permuted from [K, B2, N, B3]
+// when `permuted`), b in f32 or f16.
+struct MulMatShape {
+  int64_t k, m, n, a2, a3, b2, b3;
+  bool permuted = false;
+  DType b_type = DType::F32;
+};
+
+// MUL_MAT of quantized weights `type` on OpenCL<dev> against a double-precision product of the
+// weights as the CPU reference dequantizes them and b rounded as ggml's CPU rounds it (through
+// Q8_0, or Q8_K for the super-block types), on the path `path` forces.
+void check_quantized_mul_mat(DType type, const MulMatShape& sh, Path path, int dev, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<uint8_t> w_image = test::random_image(type, {sh.k, sh.m, sh.a2, sh.a3}, rng);
+  std::vector<float> w(static_cast<size_t>(sh.k * sh.m * sh.a2 * sh.a3));
+  to_f32_row(type, w_image.data(), w.data(), static_cast<int64_t>(w.size()));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(sh.k * sh.n * sh.b2 * sh.b3));  // b in logical [K, N, B2, B3]
+  for (auto& v : x) v = dist(rng);
+  if (sh.b_type == DType::F16) x = stored(DType::F16, x, sh.k);
+  // b as ggml's CPU dot products see it: through Q8_K for the super-block types, else Q8_0.
+  const std::vector<float> xs =
+      stored(traits(type).block_size == kSuperBlock ? DType::Q8_K : DType::Q8_0, x, sh.k);
+  // b's leaf image: [K, B2, N, B3] when permuted.
+  std::vector<float> leaf_values(x.size());
+  for (int64_t i3 = 0; i3 < sh.b3; ++i3)
+    for (int64_t i2 = 0; i2 < sh.b2; ++i2)
+      for (int64_t n = 0; n < sh.n; ++n) {
+        const int64_t logical = ((i3 * sh.b2 + i2) * sh.n + n) * sh.k;
+        const int64_t stored_at = sh.permuted ? ((i3 * sh.n + n) * sh.b2 + i2) * sh.k : logical;
+        std::copy_n(x.begin() + logical, sh.k, leaf_values.begin() + stored_at);
+      }
+  std::vector<uint8_t> b_image(row_bytes(sh.b_type, static_cast<int64_t>(x.size())));
+  from_f32_row(sh.b_type, leaf_values.data(), b_image.data(), static_cast<int64_t>(x.size()));
+
+  const int64_t r2 = sh.b2 / sh.a2, r3 = sh.b3 / sh.a3;
+  GemmSwitch sw(path == Path::Gemm ? "0" : "1000000");
+  const opencl::MulMatPathCounts before = opencl::mul_mat_path_counts();
+  Context ctx;
+  Tensor* a = ctx.new_tensor(type, sh.k, sh.m, sh.a2, sh.a3);
+  Tensor* b_leaf = sh.permuted ? ctx.new_tensor(sh.b_type, sh.k, sh.b2, sh.n, sh.b3)
+                               : ctx.new_tensor(sh.b_type, sh.k, sh.n, sh.b2, sh.b3);
+  Tensor* b = sh.permuted ? ops::permute(ctx, b_leaf, 0, 2, 1, 3) : b_leaf;
+  Tensor* out = ops::mul_mat(ctx, a, b);
+  Device& device = test::opencl_device(dev);
+  auto buffer = test::allocate_all(device.buffer_type(), ctx);
+  auto backend = device.make_backend();
+  ASSERT_TRUE(backend->supports(*out)) << name(type);
+  backend->set_async(*a, w_image.data(), 0, w_image.size());
+  backend->set_async(*b_leaf, b_image.data(), 0, b_image.size());
+  Graph graph{out};
+  backend->compute(graph);
+  backend->synchronize();
+  std::vector<float> got(static_cast<size_t>(out->nelements()));
+  tensor_get(*out, got.data(), 0, got.size() * sizeof(float));
+
+  const opencl::MulMatPathCounts after = opencl::mul_mat_path_counts();
+  EXPECT_EQ(after.gemm - before.gemm, path == Path::Gemm ? 1u : 0u);
+  EXPECT_EQ(after.matrix_vector - before.matrix_vector, path == Path::Gemm ? 0u : 1u);
+  const std::string what =
+      fmt::format("{} k={} m={} n={} a=[{},{}] b=[{},{}]{} b {} on OpenCL{} ({})", name(type), sh.k, sh.m,
+                  sh.n, sh.a2, sh.a3, sh.b2, sh.b3, sh.permuted ? " permuted" : "", name(sh.b_type), dev,
+                  path == Path::Gemm ? "GEMM" : "matrix-vector");
+  for (int64_t i3 = 0; i3 < sh.b3; ++i3)
+    for (int64_t i2 = 0; i2 < sh.b2; ++i2)
+      for (int64_t n = 0; n < sh.n; ++n)
+        for (int64_t m = 0; m < sh.m; ++m) {
+          const float* wr = w.data() + (((i3 / r3) * sh.a2 + i2 / r2) * sh.m + m) * sh.k;
+          const float* xr = xs.data() + ((i3 * sh.b2 + i2) * sh.n + n) * sh.k;
+          double sum = 0.0, mag = 0.0;
+          for (int64_t k = 0; k < sh.k; ++k) {
+            sum += static_cast<double>(wr[k]) * xr[k];
+            mag += std::fabs(static_cast<double>(wr[k]) * xr[k]);
+          }
+          const size_t at = static_cast<size_t>(((i3 * sh.b2 + i2) * sh.n + n) * sh.m + m);
+          ASSERT_NEAR(got[at], sum, 1e-5 * (1.0 + mag))
+              << what << " at m=" << m << " n=" << n << " i2=" << i2 << " i3=" << i3;
+        }
+}
+
+// The quantized weight types of the op table.
+std::vector<DType> quantized_weight_types() {
+  std::vector<DType> out;
+  for (DType t : kAllDTypes)
+    if (is_quantized(t) && op_source_types(Op::MulMat, 0).contains(t)) out.push_back(t);
+  return out;
+}
+
 }  // namespace
+
+TEST(OpenClMulMat, SupportsEveryWeightTypeOfTheOpTableAndGetRowsFromIt) {
+  for (int dev = 0; dev < 2; ++dev) {
+    auto backend = test::opencl_device(dev).make_backend();
+    Context ctx;
+    for (DType t : kAllDTypes) {
+      if (!op_source_types(Op::MulMat, 0).contains(t)) continue;
+      const int64_t k = traits(t).block_size * 2;
+      Tensor* a = ctx.new_tensor(t, k, 3);
+      for (DType tb : {DType::F32, DType::F16})
+        EXPECT_TRUE(backend->supports(*ops::mul_mat(ctx, a, ctx.new_tensor(tb, k, 2))))
+            << "OpenCL" << dev << " MUL_MAT of " << name(t) << " and " << name(tb);
+      if (op_source_types(Op::GetRows, 0).contains(t))
+        EXPECT_TRUE(backend->supports(*ops::get_rows(ctx, a, ctx.new_tensor(DType::I32, 2))))
+            << "OpenCL" << dev << " GET_ROWS from " << name(t);
+    }
+  }
+}
+
+TEST(OpenClMulMat, EveryQuantizedTypeOnTheMatrixVectorPath) {
+  // K from 256 to 4096, odd M and N, weights stretched over dims 2 and 3, b permuted or f16.
+  const MulMatShape shapes[] = {
+      {256, 7, 1, 1, 1, 1, 1},
+      {4096, 3, 5, 1, 1, 1, 1},
+      {768, 9, 13, 2, 1, 4, 3},
+      {512, 5, 3, 1, 2, 3, 2, true},
+      {1280, 11, 7, 1, 1, 2, 1, false, DType::F16},
+  };
+  uint32_t seed = 100;
+  for (DType t : quantized_weight_types())
+    for (const MulMatShape& sh : shapes) {
+      ++seed;
+      check_quantized_mul_mat(t, sh, Path::MatrixVector, static_cast<int>(seed % 2), seed);
+    }
+}
+
+TEST(OpenClMulMat, EveryQuantizedTypeOnTheGemmPath) {
+  if (!opencl::mul_mat_has_gemm()) GTEST_SKIP() << "built without CLBlast: MUL_MAT has no GEMM path";
+  const MulMatShape shapes[] = {
+      {256, 7, 9, 1, 1, 1, 1},
+      {2304, 5, 17, 2, 1, 2, 3},
+      {512, 3, 6, 1, 1, 2, 1, true, DType::F16},
+  };
+  uint32_t seed = 200;
+  for (DType t : quantized_weight_types())
+    for (const MulMatShape& sh : shapes) {
+      ++seed;
+      check_quantized_mul_mat(t, sh, Path::Gemm, static_cast<int>(seed % 2), seed);
+    }
+}
 
 TEST(OpenClMulMat, WeightViewsAtARowOffsetOnTheMatrixVectorPath) {
   check_weight_views_at_a_row_offset(Path::MatrixVector);

@@ -4,8 +4,10 @@
 // batch); each item accumulates a strided share of the row for every column, and the shares are
 // added in local memory. A column's sum never depends on the other columns of its group, so a
 // row computed alone equals the same row inside a batch. Float weights are dotted with f32 b rows
-// (contiguous in dim 0); quantized weights (device layout) with b quantized to Q8_0 blocks first,
-// as ggml's CPU does, in integer arithmetic per block.
+// (contiguous in dim 0); Q4_0 / Q8_0 weights (device layout) with b quantized to Q8_0 blocks
+// first, as ggml's CPU does, in integer arithmetic per block; the other quantized types (native
+// blocks) are decoded 32 elements at a time and dotted with f32 b rounded through Q8_0 or Q8_K
+// (the activation types of ggml's CPU dot products), in f32.
 //
 // Helpers for the GEMM path (CLBlast): b converted to contiguous f32 (optionally rounded through
 // Q8_0), and weight tiles converted to contiguous f32 rows.
@@ -146,9 +148,55 @@ inline int dot16(char16 x, char16 y) { return hsum16(convert_int16(x) * convert_
 MUL_MAT_VEC_Q(mul_mat_vec_q8_0, 34, BLOCK_DOT_Q8_0)
 MUL_MAT_VEC_Q(mul_mat_vec_q4_0, 18, BLOCK_DOT_Q4_0)
 
+// Native block weights (every type but Q4_0 / Q8_0, rows contiguous) times f32 b (rows contiguous,
+// already rounded as the CPU rounds it): weights decoded 32 at a time, f32 products.
+// Grid: (M groups, ceil(N / MV_NC), B2 * B3).
+#define MUL_MAT_VEC_NATIVE(NAME, TYPE)                                                                        \
+  kernel void NAME(global const char* a, ulong a_off, ulong4 anb, global const char* b, ulong b_off,          \
+                   ulong4 bnb, global char* d, ulong d_off, ulong4 dnb, long K, long N, long B2, long r2,     \
+                   long r3) {                                                                                 \
+    local float buf[MV_NC * MV_WG];                                                                           \
+    const long m = get_group_id(0), n0 = get_global_id(1) * MV_NC, batch = get_global_id(2);                  \
+    const long i2 = batch % B2, i3 = batch / B2;                                                              \
+    const int lid = get_local_id(0), nl = get_local_size(0);                                                  \
+    const int nc = (int)min((long)MV_NC, N - n0);                                                             \
+    const int chunks = (int)(block_elems(TYPE) / QK); /* 32-element chunks per block */                      \
+    global const char* arow = a + a_off + m * anb.s1 + (i2 / r2) * anb.s2 + (i3 / r3) * anb.s3;              \
+    global const char* bcol = b + b_off + n0 * bnb.s1 + i2 * bnb.s2 + i3 * bnb.s3;                           \
+    float acc[MV_NC];                                                                                         \
+    for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;                                                            \
+    for (long ch = lid; ch < K / QK; ch += nl) {                                                              \
+      float x[QK];                                                                                            \
+      load_chunk(arow, arow, ch / chunks, (int)(ch % chunks), TYPE, x);                                       \
+      for (int c = 0; c < MV_NC; ++c) {                                                                       \
+        if (c < nc) {                                                                                         \
+          global const float* y = (global const float*)(bcol + c * bnb.s1) + QK * ch;                         \
+          float s = 0.0f;                                                                                     \
+          for (int j = 0; j < QK; j += 4)                                                                     \
+            s += dot4((float4)(x[j], x[j + 1], x[j + 2], x[j + 3]), vload4(j / 4, y));                        \
+          acc[c] += s;                                                                                        \
+        }                                                                                                     \
+      }                                                                                                       \
+    }                                                                                                         \
+    mv_reduce(acc, buf);                                                                                      \
+    mv_store(buf, d, d_off, dnb, m, n0, nc, i2, i3);                                                          \
+  }
+
+MUL_MAT_VEC_NATIVE(mul_mat_vec_q4_1, T_Q4_1)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_q5_0, T_Q5_0)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_q5_1, T_Q5_1)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_q2_k, T_Q2_K)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_q3_k, T_Q3_K)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_q4_k, T_Q4_K)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_q5_k, T_Q5_K)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_q6_k, T_Q6_K)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq4_nl, T_IQ4_NL)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq4_xs, T_IQ4_XS)
+
 // b (F32/F16, any strides, [K, N, B2, B3]) made contiguous: mode 0 writes f32 rows, mode 1 Q8_0
 // blocks in device layout (quants at out_q, fp16 scales at out_d), mode 2 f32 rows rounded
-// through Q8_0. Row r = n + N * (i2 + B2 * i3). Grid: (K / 32 blocks, N, B2 * B3).
+// through Q8_0, mode 3 f32 rows rounded through Q8_K (K a multiple of 256). Row
+// r = n + N * (i2 + B2 * i3). Grid: (K / 32 blocks, N, B2 * B3).
 kernel void mul_mat_prepare_b(global const char* b, ulong b_off, int b_type, long4 bne, ulong4 bnb,
                               global char* out, ulong out_q, ulong out_d, int mode) {
   const long kb = get_global_id(0), nbk = bne.s0 / QK;
@@ -164,6 +212,21 @@ kernel void mul_mat_prepare_b(global const char* b, ulong b_off, int b_type, lon
     for (int j = 0; j < QK; ++j) f[j] = x[j];
   } else if (mode == 1) {
     quantize_block(x, out + out_q, out + out_d, r * nbk + kb, T_Q8_0);
+  } else if (mode == 3) {
+    // Q8_K (tessera::ref::quantize_row_q8_k): the element of largest magnitude of the 256 maps to
+    // -127, first on ties; q rounds to nearest even; values written back as d * q.
+    global const char* sb = src - (kb % 8) * QK * bnb.s0;  // the super-block's first element
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 256; ++j) {
+      const float v = load_f32(sb + j * bnb.s0, b_type);
+      if (fabs(v) > amax) {
+        amax = fabs(v);
+        max = v;
+      }
+    }
+    const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+    const float d = amax != 0.0f ? 1.0f / iscale : 0.0f;
+    for (int j = 0; j < QK; ++j) f[j] = d * (float)min(127, (int)rint(iscale * x[j]));
   } else {
     // The same rounding as quantize_block, values written back as f32.
     float amax = 0.0f;
@@ -193,7 +256,8 @@ kernel void mul_mat_prepare_b_tail(global const char* b, ulong b_off, int b_type
 // Weight rows [m0, m0 + rows) of weight batches [w0, w0 + nw) (flattened i2 + A2 * i3) as f32, 32
 // elements per item: rows contiguous (out[((w - w0) * rows + r) * K + k]) or, when `transposed`,
 // columns contiguous (out[((w - w0) * K + k) * rows + r]: the layout CLBlast's GEMM works in, so it
-// does not transpose the tile again). Any type (device layout for Q4_0 / Q8_0), any strides.
+// does not transpose the tile again). Any type (device layout for Q4_0 / Q8_0, native blocks for
+// the other quantized types), any strides.
 // Grid: (rows, ceil(K / 32), nw).
 kernel void mul_mat_weights_f32(global const char* a, ulong a_off, ulong a_doff, int a_type, long4 ane,
                                 ulong4 anb, long m0, long rows, long w0, global char* out, ulong out_off,
@@ -205,20 +269,9 @@ kernel void mul_mat_weights_f32(global const char* a, ulong a_off, ulong a_doff,
   const long4 c = (long4)(k0, m0 + r, (w0 + w) % ane.s2, (w0 + w) / ane.s2);
   float x[QK];
   const int n = (int)min((long)QK, K - k0);
-  if (a_type == T_Q8_0 || a_type == T_Q4_0) {
+  if (is_quant(a_type)) {
     const long blk = (long)(byte_offset(c, anb, a_type) / (ulong)block_bytes(a_type));
-    const float d = vload_half(blk, (global const half*)(a + a_doff));
-    if (a_type == T_Q8_0) {
-      global const char* q = a + a_off + blk * 32;
-      for (int j = 0; j < QK; ++j) x[j] = (float)q[j] * d;
-    } else {
-      global const char* q = a + a_off + blk * 16;
-      for (int j = 0; j < 16; ++j) {
-        const char v = q[j];
-        x[2 * j] = (float)((char)(v << 4) >> 4) * d;
-        x[2 * j + 1] = (float)(v >> 4) * d;
-      }
-    }
+    load_chunk(a + a_off, a + a_doff, blk, (int)(kb % (block_elems(a_type) / QK)), a_type, x);
   } else {
     global const char* p = a + a_off + byte_offset(c, anb, a_type);
     for (int j = 0; j < n; ++j) x[j] = load_f32(p + j * anb.s0, a_type);

@@ -1,14 +1,18 @@
 // MUL_MAT on OpenCL (kernels/mul_mat.cl): dst[m, n, i2, i3] = sum_k a[k, m, i2/r2, i3/r3] * b[k, n, i2, i3].
 //
-// Weights F32, F16, BF16, Q8_0, Q4_0 (device layout, read in place); b F32 or F16 with any strides
-// (permuted views included); weights stretched over dims 2-3. Two paths, chosen by the number of
-// columns N of b:
+// Weights F32, F16, BF16, Q8_0, Q4_0 (device layout, read in place), Q4_1, Q5_0, Q5_1, Q2_K..Q6_K,
+// IQ4_NL, IQ4_XS (ggml's blocks, read in place); b F32 or F16 with any strides (permuted views
+// included); weights stretched over dims 2-3. Quantized weights multiply b rounded as llama.cpp's
+// CPU rounds it (through Q8_0 for the 32-element types, through Q8_K for the super-block types),
+// so results match the CPU's and llama.cpp's to float rounding. Two paths, chosen by the number
+// of columns N of b:
 //  - N < the GEMM threshold: matrix-vector kernels, a work-group per weight row and group of four
-//    columns. Quantized weights are dotted with b quantized to Q8_0 (ggml's semantics).
+//    columns. Q4_0 / Q8_0 weights are dotted with b as Q8_0 blocks in integer arithmetic; the
+//    other block types are decoded 32 elements at a time and dotted with the rounded b in f32.
 //  - otherwise: CLBlast SGEMM per batch. F32 weights with contiguous rows are used in place; other
 //    weights are converted to f32 tile by tile (rows of one weight batch) into pool scratch, and
-//    a tile serves every batch of b that stretches it. For quantized weights b is rounded through
-//    Q8_0 first, so both paths compute the same products.
+//    a tile serves every batch of b that stretches it. b is rounded as on the other path, so both
+//    paths compute the same products.
 #include "opencl/ops/mul_mat.h"
 
 #include <algorithm>
@@ -69,6 +73,44 @@ int64_t gemm_min_columns(DType weights) {
   return weights == DType::F32 ? kGemmMinColumnsF32 : kGemmMinColumnsF16;
 }
 
+// Q4_0 and Q8_0 (the split layout) have integer kernels that take b as Q8_0 blocks.
+bool has_q8_0_kernel(DType weights) { return weights == DType::Q4_0 || weights == DType::Q8_0; }
+
+// prepare_b's mode for b as f32 rows: as they are for float weights, rounded through Q8_K for the
+// super-block types, through Q8_0 for the other quantized ones.
+cl_int f32_b_mode(DType weights) {
+  if (!is_quantized(weights)) return 0;
+  return traits(weights).block_size == kSuperBlock ? 3 : 2;
+}
+
+// The matrix-vector kernel of a native block type (kernels/mul_mat.cl), nullptr for other types.
+const char* native_vec_kernel(DType weights) {
+  switch (weights) {
+    case DType::Q4_1:
+      return "mul_mat_vec_q4_1";
+    case DType::Q5_0:
+      return "mul_mat_vec_q5_0";
+    case DType::Q5_1:
+      return "mul_mat_vec_q5_1";
+    case DType::Q2_K:
+      return "mul_mat_vec_q2_k";
+    case DType::Q3_K:
+      return "mul_mat_vec_q3_k";
+    case DType::Q4_K:
+      return "mul_mat_vec_q4_k";
+    case DType::Q5_K:
+      return "mul_mat_vec_q5_k";
+    case DType::Q6_K:
+      return "mul_mat_vec_q6_k";
+    case DType::IQ4_NL:
+      return "mul_mat_vec_iq4_nl";
+    case DType::IQ4_XS:
+      return "mul_mat_vec_iq4_xs";
+    default:
+      return nullptr;
+  }
+}
+
 struct Shape {
   int64_t k, m, n, b2, b3, r2, r3;
 };
@@ -78,7 +120,7 @@ bool supports_mul_mat(const Tensor& node) {
   const Tensor* b = node.src[1];
   if (a == nullptr || b == nullptr || node.type != DType::F32 || node.nb[0] != sizeof(float)) return false;
   const bool a_ok = a->type == DType::F32 || a->type == DType::F16 || a->type == DType::BF16 ||
-                    a->type == DType::Q4_0 || a->type == DType::Q8_0;
+                    has_q8_0_kernel(a->type) || native_vec_kernel(a->type) != nullptr;
   if (!a_ok || (b->type != DType::F32 && b->type != DType::F16)) return false;
   if (is_quantized(a->type) && !a->rows_contiguous()) return false;
   return a->ne[0] == b->ne[0] && a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 &&
@@ -143,7 +185,7 @@ void run_vec(const device::OpContext& ctx, Tensor& node, const Tensor& a, const 
   const std::array<size_t, 3> groups{static_cast<size_t>(s.m),
                                      static_cast<size_t>((s.n + kVecColumns - 1) / kVecColumns),
                                      static_cast<size_t>(s.b2 * s.b3)};
-  if (is_quantized(a.type)) {
+  if (has_q8_0_kernel(a.type)) {
     const int64_t rows = s.n * s.b2 * s.b3;
     device::Scratch bq(*ctx.pool, static_cast<size_t>(rows * s.k + rows * (s.k / kQuantBlock) * 2));
     const size_t scales = prepare_b(ctx, b, s, bq, 1);
@@ -158,11 +200,12 @@ void run_vec(const device::OpContext& ctx, Tensor& node, const Tensor& a, const 
         group_size(ctx, k, std::min(kVecGroup, pow2_at_least(static_cast<size_t>(s.k / kQuantBlock)))));
     return;
   }
-  // Float weights: rows contiguous in dim 0 are read in place, others converted first.
+  // Float weights: rows contiguous in dim 0 are read in place, others converted first; native
+  // block weights (rows contiguous) in place.
   TensorArg at = tensor_arg(ctx, a);
   DType a_type = a.type;
   device::Scratch a_conv;
-  if (a.nb[0] != traits(a.type).block_bytes) {
+  if (!is_quantized(a.type) && a.nb[0] != traits(a.type).block_bytes) {
     a_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.m * a.ne[2] * a.ne[3]) * sizeof(float));
     const ClAddress o = address_arg(ctx, a_conv.data(), a_conv.size());
     weights_f32(ctx, at, 0, s.m, 0, a.ne[2] * a.ne[3], o, false);
@@ -173,24 +216,28 @@ void run_vec(const device::OpContext& ctx, Tensor& node, const Tensor& a, const 
   }
   TensorArg bt = tensor_arg(ctx, b);
   device::Scratch b_conv;
-  if (b.type != DType::F32 || b.nb[0] != sizeof(float)) {
+  if (is_quantized(a.type) || b.type != DType::F32 || b.nb[0] != sizeof(float)) {
     b_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.n * s.b2 * s.b3) * sizeof(float));
-    prepare_b(ctx, b, s, b_conv, 0);
+    prepare_b(ctx, b, s, b_conv, f32_b_mode(a.type));
     const ClAddress o = address_arg(ctx, b_conv.data(), b_conv.size());
     bt.mem = o.mem;
     bt.offset = o.offset;
     bt.nb = f32_strides(s.k, s.n, s.b2);
   }
-  const char* name = a_type == DType::F32   ? "mul_mat_vec_f32"
+  const char* name = is_quantized(a_type)   ? native_vec_kernel(a_type)
+                     : a_type == DType::F32 ? "mul_mat_vec_f32"
                      : a_type == DType::F16 ? "mul_mat_vec_f16"
                                             : "mul_mat_vec_bf16";
   cl_kernel k = kernel_of(ctx, "mul_mat", name);
   set_args(ctx, k, at.mem, at.offset, at.nb, bt.mem, bt.offset, bt.nb, d.mem, d.offset, d.nb, K, N, B2, r2,
            r3);
+  // An item's share: 16 elements of float weights, a 32-element chunk of block weights.
+  const int64_t per_item = is_quantized(a_type) ? kQuantBlock : 16;
   launch_groups(
       ctx, k, groups,
-      group_size(ctx, k,
-                 std::min(kVecGroup, pow2_at_least(static_cast<size_t>(std::max<int64_t>(1, s.k / 16))))));
+      group_size(
+          ctx, k,
+          std::min(kVecGroup, pow2_at_least(static_cast<size_t>(std::max<int64_t>(1, s.k / per_item))))));
 }
 
 // ---------------------------------------------------------------- GEMM path (CLBlast)
@@ -213,14 +260,14 @@ void sgemm(const device::OpContext& ctx, int64_t m, int64_t n, int64_t k, cl_mem
 void run_gemm(const device::OpContext& ctx, Tensor& node, const Tensor& a, const Tensor& b, const Shape& s) {
   const bool quant = is_quantized(a.type);
   const TensorArg d = tensor_arg(ctx, node);
-  // b: in place when it is f32 with element-aligned rows (and no Q8_0 rounding is due).
+  // b: in place when it is f32 with element-aligned rows (and no rounding is due).
   TensorArg bt = tensor_arg(ctx, b);
   device::Scratch b_conv;
   const bool b_direct = !quant && b.type == DType::F32 && b.nb[0] == sizeof(float) && b.nb[1] % 4 == 0 &&
                         b.nb[2] % 4 == 0 && b.nb[3] % 4 == 0 && bt.offset % 4 == 0;
   if (!b_direct) {
     b_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.n * s.b2 * s.b3) * sizeof(float));
-    prepare_b(ctx, b, s, b_conv, quant ? 2 : 0);
+    prepare_b(ctx, b, s, b_conv, f32_b_mode(a.type));
     const ClAddress o = address_arg(ctx, b_conv.data(), b_conv.size());
     bt.mem = o.mem;
     bt.offset = o.offset;
