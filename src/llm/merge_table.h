@@ -17,8 +17,8 @@ struct BpeMerge {
 class MergeTable {
  public:
   void reserve(size_t n) {
-    slots_.assign(std::bit_ceil(n * 2 + 2), Slot{});
-    mask_ = slots_.size() - 1;
+    slots_.assign(std::bit_ceil(n + n / 2 + 2), Slot{});
+    mask_ = slots_.size() - 1;  // (a load factor of at most 2/3)
   }
 
   // Adds the pair unless it is already there (a repeated merge keeps its first, lower rank).

@@ -215,14 +215,15 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
     raise(ErrorCode::CorruptFile, "{}: {} tokens but {} scores and {} token types", file.source(), n,
           scores.size(), types.size());
   }
-  std::vector<std::string> merges;
+  static const std::vector<std::string> kNoMerges;
+  const std::vector<std::string>* merges = &kNoMerges;  // the file's own array, not a copy
   std::string pre;
   if (bpe) {
     if (file.find("tokenizer.ggml.merges") == nullptr) {
       raise(ErrorCode::CorruptFile, "{}: byte-level BPE vocabulary without tokenizer.ggml.merges",
             file.source());
     }
-    merges = file.get_string_array("tokenizer.ggml.merges");
+    merges = &file.get_string_array("tokenizer.ggml.merges");
     if (file.find("tokenizer.ggml.pre") != nullptr) pre = file.get_string("tokenizer.ggml.pre");
   }
 
@@ -265,7 +266,7 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
       if (!add_bos_given) special.add_bos = PreTokenizer::for_name(pre).add_bos();
       if (special.bos == kNoToken) special.add_bos = false;  // nothing to add
       if (special.eos == kNoToken) special.add_eos = false;
-      return byte_level_bpe(std::move(tokens), merges, pre, std::move(types), special);
+      return byte_level_bpe(std::move(tokens), *merges, pre, std::move(types), special);
     }
     if (special.bos == kNoToken) special.add_bos = false;
     if (special.eos == kNoToken) special.add_eos = false;

@@ -80,6 +80,21 @@ TEST(Cli, TokenizeMatchesLlamaCpp) {
   EXPECT_EQ(r.out, "1 15043 29892 3186 29991\n");
 }
 
+TEST(Cli, TokenizeByteLevelBpeAndParseSpecial) {
+  const std::string llama3 = std::string(TESSERA_SHARED_DIR) + "/vocab/ggml-vocab-llama-bpe.gguf";
+  auto r = cli("tokenize -m " + llama3 + " -p 'Hello world'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "128000 9906 1917\n");  // Llama 3 adds <|begin_of_text|>
+  // Unparsed, <|eot_id|> is the text "<", "|", "e", "ot", "_id", "|", ">"; parsed, one control token.
+  r = cli("tokenize -m " + llama3 + " -p '<|eot_id|>'");
+  EXPECT_EQ(r.out, "128000 27 91 68 354 851 91 29\n");
+  r = cli("tokenize -m " + llama3 + " -p '<|eot_id|>' --parse-special --no-bos");
+  EXPECT_EQ(r.out, "128009\n");
+  // SentencePiece with --parse-special: "<s>" is BOS.
+  r = cli("tokenize -m " + kVocab + " -p '<s>hi' --parse-special");
+  EXPECT_EQ(r.out, "1 1 7251\n");
+}
+
 TEST(Cli, LogitsWritesEveryPosition) {
   const std::string out = testing::TempDir() + "/logits.bin";
   const auto r = cli("logits -m " + kModel + " --tokens '1 403 407 261' -o " + out + " -t 1");

@@ -10,6 +10,7 @@
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
+#include "tessera/llm/token_streamer.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::cli {
@@ -69,12 +70,17 @@ void run(const RunArgs& a) {
   const double prompt_ms = ms_since(t_prompt);
 
   const auto t_gen = std::chrono::steady_clock::now();
+  // Whole UTF-8 characters only: a piece may end inside one (byte-level BPE, byte tokens).
+  llm::TokenStreamer streamer(vocab);
   int generated = 0;
   for (; generated < a.n_predict; ++generated) {
     const llm::Token next = sampler.sample(logits);
-    if (next == vocab.eos()) break;
-    std::fputs(vocab.token_to_piece(next).c_str(), stdout);
-    std::fflush(stdout);
+    if (vocab.is_end_of_generation(next)) break;  // EOS, end of turn, ...
+    const std::string text = streamer.push(next);
+    if (!text.empty()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
     if (session.n_past() >= session.n_ctx()) {
       ++generated;
       break;
@@ -82,6 +88,8 @@ void run(const RunArgs& a) {
     logits = session.decode(std::span<const llm::Token>(&next, 1));
   }
   const double gen_ms = ms_since(t_gen);
+  const std::string rest = streamer.finish();  // an incomplete sequence at the very end, as it is
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (a.report) fmt::print(stderr, "{}", session.report());
