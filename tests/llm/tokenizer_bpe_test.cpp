@@ -186,6 +186,20 @@ TEST(TokenizerBpe, BadMergesAreErrors) {
   EXPECT_THROW(Vocab("gpt2", small_tokens()), Error);  // BPE needs merges
 }
 
+TEST(TokenizerBpe, ByteWithoutATokenIsAnError) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 255; ++b) tokens.push_back(gpt2_char(b));  // no token for byte 0xFF
+  SpecialTokens sp;
+  sp.bos = sp.eos = sp.unk = kNoToken;
+  sp.add_bos = false;
+  const Vocab v = Vocab::byte_level_bpe(tokens, {}, "gpt-2", {}, sp);
+  EXPECT_EQ(v.encode("a", false), Ids{'a'});
+  EXPECT_THROW(v.encode("a\xFF", false), Error);
+  sp.unk = 'a';  // with an unknown token, the byte becomes it
+  const Vocab with_unk = Vocab::byte_level_bpe(tokens, {}, "gpt-2", {}, sp);
+  EXPECT_EQ(with_unk.encode("\xFF", false), Ids{'a'});
+}
+
 TEST(PreTokenizer, Llama3Expression) {
   EXPECT_EQ(split("llama-bpe", "Hello world's 12345\n\n  x"),
             (Words{"Hello", " world", "'s", " ", "123", "45", "\n\n", " ", " x"}));
