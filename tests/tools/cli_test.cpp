@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "tessera/gguf.h"
+#include "tessera/llm/vocab.h"
+
 namespace {
 
 const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
@@ -53,6 +56,29 @@ TEST(Cli, RunPrintsTheGreedyStoryAndTimings) {
   EXPECT_TRUE(contains(r.out, "load:")) << r.out;
   EXPECT_TRUE(contains(r.out, "prompt: 5 tokens")) << r.out;
   EXPECT_TRUE(contains(r.out, "generation: 40 tokens")) << r.out;
+}
+
+// `run` stops at any end-of-generation token, not only EOS: a copy of stories260K whose file names
+// "." as its end-of-turn token stops the greedy story right before the first full stop.
+TEST(Cli, RunStopsAtAnEndOfTurnToken) {
+  const tessera::gguf::File src = tessera::gguf::File::open(kModel);
+  const tessera::llm::Token period = tessera::llm::Vocab::from_gguf(src).find(".");
+  ASSERT_NE(period, tessera::llm::kNoToken);
+  tessera::gguf::Writer w;
+  for (const auto& [key, value] : src.kvs())
+    if (key != "general.alignment") w.set(key, value);
+  w.set("tokenizer.ggml.eot_token_id", uint32_t(period));
+  for (const tessera::gguf::TensorInfo& t : src.tensors()) {
+    const std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    w.add_tensor_raw(t.name, t.type_id, ne, src.tensor_data(t), t.nbytes);
+  }
+  const std::string path = testing::TempDir() + "/stories260K-eot-period.gguf";
+  w.write(path);
+  const auto r = cli("run -m " + path + " -p 'Once upon a time' -n 40 --temp 0 -t 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "Once upon a time, there was a little girl named Lily\n")) << r.out;
+  EXPECT_FALSE(contains(r.out, "Lily.")) << r.out;
+  EXPECT_FALSE(contains(r.out, "generation: 40 tokens")) << r.out;
 }
 
 TEST(Cli, RunRejectsBadInput) {
