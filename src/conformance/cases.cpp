@@ -1,9 +1,11 @@
 // The case families of test-ops: every op of the required set, as the field's suite has them.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "conformance/harness.h"
+#include "tessera/op_types.h"
 #include "tessera/ops.h"
 
 namespace tessera::conformance {
@@ -210,23 +212,40 @@ void shape_family(std::vector<std::unique_ptr<Case>>& out) {
           return ops::cont(ctx, transposed_leaf(c, ctx, t, {6, 4, 1, 1}));
         });
   }
-  for (DType t : {DType::Q4_0, DType::Q8_0})
-    add(out, Op::Dup, fmt::format("DUP(type={}, ne=[64,3,2,1])", tn(t)), [=](Case& c, Context& ctx) {
-      return ops::dup(ctx, c.leaf(ctx, t, {64, 3, 2, 1}));
+  // DUP of every quantized type, and CONT of a view of whole rows in another order.
+  for (DType t : kAllDTypes) {
+    if (!is_quantized(t) || !op_source_types(Op::Dup, 0).contains(t)) continue;
+    const int64_t ne0 = std::max<int64_t>(64, traits(t).block_size);
+    add(out, Op::Dup, fmt::format("DUP(type={}, ne=[{},3,2,1])", tn(t), ne0), [=](Case& c, Context& ctx) {
+      return ops::dup(ctx, c.leaf(ctx, t, {ne0, 3, 2, 1}));
     });
-  // CPY between every pair of float types, into quantized types, and out of quantized types.
+    add(out, Op::Cont, fmt::format("CONT(type={}, ne=[{},3,2,1], permuted 0,2,1,3)", tn(t), ne0),
+        [=](Case& c, Context& ctx) {
+          return ops::cont(ctx, ops::permute(ctx, c.leaf(ctx, t, {ne0, 3, 2, 1}), 0, 2, 1, 3));
+        });
+  }
+  // CPY between every pair of float types, into every type the table allows, and out of every
+  // quantized type.
   const DType floats[] = {DType::F32, DType::F16, DType::BF16};
   for (DType s : floats) {
-    for (DType d : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
-      add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst={}, ne=[64,5,3,1])", tn(s), tn(d)),
+    for (DType d : kAllDTypes) {
+      OpTypes types;
+      types.result = d;
+      types.src[0] = s;
+      types.src[1] = d;
+      if (d == DType::I32 || !op_types_defined(Op::Cpy, types)) continue;
+      const int64_t ne0 = std::max<int64_t>(64, traits(d).block_size);
+      const int64_t pne0 = std::max<int64_t>(32, traits(d).block_size);
+      add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst={}, ne=[{},5,3,1])", tn(s), tn(d), ne0),
           [=](Case& c, Context& ctx) {
-            return ops::cpy(ctx, c.leaf(ctx, s, {64, 5, 3, 1}), c.leaf(ctx, d, {64, 5, 3, 1}, Fill::Zero));
+            return ops::cpy(ctx, c.leaf(ctx, s, {ne0, 5, 3, 1}), c.leaf(ctx, d, {ne0, 5, 3, 1}, Fill::Zero));
           });
       add(out, Op::Cpy,
-          fmt::format("CPY(type_src={}, type_dst={}, ne=[32,4,2,1], src permuted 0,2,1,3)", tn(s), tn(d)),
+          fmt::format("CPY(type_src={}, type_dst={}, ne=[{},4,2,1], src permuted 0,2,1,3)", tn(s), tn(d),
+                      pne0),
           [=](Case& c, Context& ctx) {
-            Tensor* src = ops::permute(ctx, c.leaf(ctx, s, {32, 2, 4, 1}), 0, 2, 1, 3);
-            return ops::cpy(ctx, src, c.leaf(ctx, d, {32, 4, 2, 1}, Fill::Zero));
+            Tensor* src = ops::permute(ctx, c.leaf(ctx, s, {pne0, 2, 4, 1}), 0, 2, 1, 3);
+            return ops::cpy(ctx, src, c.leaf(ctx, d, {pne0, 4, 2, 1}, Fill::Zero));
           });
     }
     add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst=f32, ne=[6,2]->[4,3])", tn(s)),
@@ -241,12 +260,15 @@ void shape_family(std::vector<std::unique_ptr<Case>>& out) {
           return ops::cpy(ctx, c.leaf(ctx, s, {3, 6, 1, 1}), view);
         });
   }
-  for (DType s : {DType::Q8_0, DType::Q4_0})
+  for (DType s : kAllDTypes) {
+    if (!is_quantized(s) || !op_source_types(Op::Cpy, 0).contains(s)) continue;
+    const int64_t ne0 = std::max<int64_t>(64, traits(s).block_size);
     for (DType d : {DType::F32, DType::F16})
-      add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst={}, ne=[64,4,1,1])", tn(s), tn(d)),
+      add(out, Op::Cpy, fmt::format("CPY(type_src={}, type_dst={}, ne=[{},4,1,1])", tn(s), tn(d), ne0),
           [=](Case& c, Context& ctx) {
-            return ops::cpy(ctx, c.leaf(ctx, s, {64, 4, 1, 1}), c.leaf(ctx, d, {64, 4, 1, 1}, Fill::Zero));
+            return ops::cpy(ctx, c.leaf(ctx, s, {ne0, 4, 1, 1}), c.leaf(ctx, d, {ne0, 4, 1, 1}, Fill::Zero));
           });
+  }
   add(out, Op::Cpy, "CPY(type_src=i32, type_dst=i32, ne=[7,3,1,1])", [](Case& c, Context& ctx) {
     return ops::cpy(ctx, c.leaf(ctx, DType::I32, {7, 3, 1, 1}),
                     c.leaf(ctx, DType::I32, {7, 3, 1, 1}, Fill::Zero));
@@ -401,17 +423,23 @@ void attention_family(std::vector<std::unique_ptr<Case>>& out) {
 }
 
 void mul_mat_family(std::vector<std::unique_ptr<Case>>& out) {
-  const DType weights[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
   auto mm = [&](DType ta, int64_t k, int64_t m, int64_t n, Ne batch_a, Ne batch_b, bool permuted_b,
-                DType tb = DType::F32) {
+                DType tb = DType::F32, bool a_view = false) {
     const double flops = 2.0 * k * m * n * batch_b[2] * batch_b[3];
     add(
         out, Op::MulMat,
-        fmt::format("MUL_MAT(type_a={}, type_b={}, m={}, n={}, k={}, bs=[{},{}], nr=[{},{}]{})", tn(ta),
+        fmt::format("MUL_MAT(type_a={}, type_b={}, m={}, n={}, k={}, bs=[{},{}], nr=[{},{}]{}{})", tn(ta),
                     tn(tb), m, n, k, batch_a[2], batch_a[3], batch_b[2] / batch_a[2], batch_b[3] / batch_a[3],
-                    permuted_b ? ", b permuted" : ""),
+                    permuted_b ? ", b permuted" : "", a_view ? ", a a view of rows 3.." : ""),
         [=](Case& c, Context& ctx) {
-          Tensor* a = c.leaf(ctx, ta, {k, m, batch_a[2], batch_a[3]});
+          Tensor* a;
+          if (a_view) {  // rows [3, 3 + m) of a larger weight
+            Tensor* base = c.leaf(ctx, ta, {k, m + 5, batch_a[2], batch_a[3]});
+            a = ops::view(ctx, base, {k, m, batch_a[2], batch_a[3]}, base->nb[1], base->nb[2], base->nb[3],
+                          3 * base->nb[1]);
+          } else {
+            a = c.leaf(ctx, ta, {k, m, batch_a[2], batch_a[3]});
+          }
           Tensor* b;
           if (permuted_b) {
             Tensor* base = c.leaf(ctx, tb, {k, batch_b[2], n, batch_b[3]});
@@ -423,26 +451,37 @@ void mul_mat_family(std::vector<std::unique_ptr<Case>>& out) {
         },
         flops);
   };
-  for (DType ta : weights) {
-    for (int64_t k : {32, 256})
+  for (DType ta : kAllDTypes) {
+    if (!op_source_types(Op::MulMat, 0).contains(ta)) continue;
+    // K a multiple of the type's block (256 for the K-quants and IQ4_XS).
+    const int64_t bs = traits(ta).block_size;
+    auto fit = [bs](int64_t k) { return std::max<int64_t>(bs, (k + bs - 1) / bs * bs); };
+    const bool super = bs == 256;
+    for (int64_t k : {super ? 256 : 32, super ? 512 : 256})
       for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33})
         for (int64_t n : {1, 2, 5, 9, 16, 32, 33})
           if ((m * 7 + n * 3 + k) % 3 == 0 || m == 1 || n == 1)  // a spread of the grid, not all of it
             mm(ta, k, m, n, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
     mm(ta, 4096, 32, 1, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
     mm(ta, 4096, 16, 33, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
-    mm(ta, 128, 127, 512, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
-    mm(ta, 64, 512, 9, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+    mm(ta, fit(128), 127, 512, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+    mm(ta, fit(64), 512, 9, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+    if (super) {  // K-ranges split at 256: long rows in several cache blocks, odd M and N
+      mm(ta, 2816, 37, 11, {1, 1, 1, 1}, {1, 1, 1, 1}, false);
+      mm(ta, 1280, 9, 7, {1, 1, 1, 1}, {1, 1, 1, 1}, false, DType::F32, true);
+    } else if (is_quantized(ta)) {
+      mm(ta, 96, 9, 7, {1, 1, 1, 1}, {1, 1, 1, 1}, false, DType::F32, true);
+    }
     for (int r2 : {1, 2, 3})
-      for (int r3 : {1, 2}) mm(ta, 64, 16, 7, {1, 1, 2, 1}, {1, 1, 2 * r2, r3}, false);
-    mm(ta, 64, 10, 6, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
-    mm(ta, 64, 10, 1, {1, 1, 3, 1}, {1, 1, 3, 1}, true);
+      for (int r3 : {1, 2}) mm(ta, fit(64), 16, 7, {1, 1, 2, 1}, {1, 1, 2 * r2, r3}, false);
+    mm(ta, fit(64), 10, 6, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
+    mm(ta, fit(64), 10, 1, {1, 1, 3, 1}, {1, 1, 3, 1}, true);
     // Batches wide enough for a device's GEMM path (OpenCL switches at N = 96..512), stretched and
     // permuted; and f16 b on both sides of the switch.
-    mm(ta, 64, 16, 520, {1, 1, 2, 1}, {1, 1, 4, 2}, false);
-    mm(ta, 96, 10, 520, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
-    for (int64_t n : {1, 7, 520}) mm(ta, 64, 12, n, {1, 1, 1, 1}, {1, 1, 1, 1}, false, DType::F16);
-    mm(ta, 64, 12, 5, {1, 1, 2, 1}, {1, 1, 2, 1}, true, DType::F16);
+    mm(ta, fit(64), 16, 520, {1, 1, 2, 1}, {1, 1, 4, 2}, false);
+    mm(ta, fit(96), 10, 520, {1, 1, 2, 1}, {1, 1, 4, 1}, true);
+    for (int64_t n : {1, 7, 520}) mm(ta, fit(64), 12, n, {1, 1, 1, 1}, {1, 1, 1, 1}, false, DType::F16);
+    mm(ta, fit(64), 12, 5, {1, 1, 2, 1}, {1, 1, 2, 1}, true, DType::F16);
   }
 }
 
@@ -466,7 +505,8 @@ void batch_family(std::vector<std::unique_ptr<Case>>& out) {
         }));
   };
   for (int64_t rows : {7, 33}) {
-    for (DType ta : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+    for (DType ta : kAllDTypes) {
+      if (ta == DType::BF16 || !op_source_types(Op::MulMat, 0).contains(ta)) continue;
       // The weights are shared by every application, so build them once per graph.
       auto weights = std::make_shared<std::map<Context*, Tensor*>>();
       add_batch(
@@ -514,13 +554,15 @@ void batch_family(std::vector<std::unique_ptr<Case>>& out) {
             return c.leaf(ctx, DType::F32, {64, n, 1, 1});
           });
     }
-    {
+    for (DType ts : kAllDTypes) {
+      if (!is_quantized(ts) || !op_source_types(Op::GetRows, 0).contains(ts)) continue;
+      const int64_t ne0 = std::max<int64_t>(64, traits(ts).block_size);
       auto src = std::make_shared<std::map<Context*, Tensor*>>();
       add_batch(
-          Op::GetRows, "type=q4_0, ne0=64", rows,
+          Op::GetRows, fmt::format("type={}, ne0={}", tn(ts), ne0), rows,
           [=](Case& c, Context& ctx, Tensor* idx) {
             auto& s = (*src)[&ctx];
-            if (s == nullptr) s = c.leaf(ctx, DType::Q4_0, {64, 50, 1, 1});
+            if (s == nullptr) s = c.leaf(ctx, ts, {ne0, 50, 1, 1});
             return ops::get_rows(ctx, s, ops::reshape(ctx, ops::cont(ctx, idx), idx->ne[0] * idx->ne[1]));
           },
           [=](Case& c, Context& ctx, int64_t n) {

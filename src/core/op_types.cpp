@@ -6,15 +6,21 @@
 
 #include <algorithm>
 
+#include "tessera/quant.h"
+
 namespace tessera {
 namespace {
 
 constexpr DType F32 = DType::F32, F16 = DType::F16, BF16 = DType::BF16, Q4_0 = DType::Q4_0,
                 Q8_0 = DType::Q8_0, I32 = DType::I32;
-const TypeSet kAll{F32, F16, BF16, Q4_0, Q8_0, I32};
-const TypeSet kFloats{F32, F16};                     // F32 and F16
-const TypeSet kUnquantized{F32, F16, BF16, I32};     // element types (no blocks)
-const TypeSet kWeights{F32, F16, BF16, Q4_0, Q8_0};  // MUL_MAT / GET_ROWS sources
+// MUL_MAT / GET_ROWS sources: every type of model files. Q8_K is only the K-quants' activation
+// type inside MUL_MAT, so no op takes it.
+const TypeSet kWeights{F32,         F16,         BF16,        Q4_0,          Q8_0,
+                       DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
+                       DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const TypeSet kAll = kWeights.with(I32);
+const TypeSet kFloats{F32, F16};                  // F32 and F16
+const TypeSet kUnquantized{F32, F16, BF16, I32};  // element types (no blocks)
 
 OpTypeRule rule(TypeSet result, std::initializer_list<TypeSet> srcs) {
   OpTypeRule r;
@@ -50,7 +56,9 @@ std::vector<OpTypeRule> rules_of(Op op) {
       // The result is a view of b. Every type converts to every type through f32, except that i32
       // copies only to i32 and f32.
       std::vector<OpTypeRule> rules;
-      for (auto b : kAll.members()) rules.push_back(rule({*b}, {kWeights, {*b}}));
+      // Into a quantized type only where Tessera has its quantizer (tessera/quant.h).
+      for (auto b : kAll.members())
+        if (!is_quantized(*b) || has_quantizer(*b)) rules.push_back(rule({*b}, {kWeights, {*b}}));
       rules.push_back(rule({I32}, {{I32}, {I32}}));
       rules.push_back(rule({F32}, {{I32}, {F32}}));
       return rules;

@@ -9,12 +9,16 @@
 #include "core/check.h"
 #include "core/hash.h"
 #include "tessera/log.h"
+#include "tessera/op_types.h"
 #include "tessera/quant.h"
 
 namespace tessera::llm {
 namespace {
 
-constexpr DType kSupportedWeightTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+// Weights are MUL_MAT and GET_ROWS sources: the types core's op table admits there.
+bool is_weight_type(DType t) {
+  return op_source_types(Op::MulMat, 0).contains(t) && op_source_types(Op::GetRows, 0).contains(t);
+}
 
 int64_t get_int_or(const gguf::File& f, const std::string& key, int64_t fallback) {
   return f.find(key) != nullptr ? f.get_int(key) : fallback;
@@ -254,8 +258,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
             "{}: tensor {} has type {} (ggml id {}), which Tessera cannot compute with", path, info->name,
             info->type_name(), info->type_id);
     const DType t = *info->type;
-    if (std::find(std::begin(kSupportedWeightTypes), std::end(kSupportedWeightTypes), t) ==
-        std::end(kSupportedWeightTypes))
+    if (!is_weight_type(t))
       raise(ErrorCode::Unsupported, "{}: tensor {} has type {}, which is not supported for weights", path,
             name, tessera::name(t));
     return t;
@@ -283,8 +286,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 }
 
 std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOptions& options) {
-  if (std::find(std::begin(kSupportedWeightTypes), std::end(kSupportedWeightTypes), spec.type) ==
-      std::end(kSupportedWeightTypes))
+  // Random weights are quantized from f32, so the type needs its quantizer.
+  if (!is_weight_type(spec.type) || !has_quantizer(spec.type))
     raise(ErrorCode::InvalidArgument, "synthetic model: weight type {} is not supported",
           tessera::name(spec.type));
   if (spec.n_embd <= 0 || spec.n_layer <= 0 || spec.n_head <= 0 || spec.n_head_kv <= 0 || spec.n_ff <= 0 ||

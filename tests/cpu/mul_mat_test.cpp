@@ -2,18 +2,23 @@
 // re-computation written here, which decodes every weight format on its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "cpu/ops/mul_mat_kernels.h"
 #include "support/tensor_data.h"
+#include "tessera/blocks.h"
 #include "tessera/context.h"
 #include "tessera/convert.h"
 #include "tessera/cpu.h"
 #include "tessera/error.h"
+#include "tessera/op_types.h"
 #include "tessera/ops.h"
 #include "tessera/quant.h"
 
@@ -65,6 +70,23 @@ double elem(const Tensor& t, int64_t k, int64_t i1, int64_t i2, int64_t i3) {
   }
 }
 
+// Weight row (i1, i2, i3) as doubles: decoded here for the types above; the other block types through
+// the reference dequantizers (which tests/core checks against llama.cpp's own dequantized files).
+std::vector<double> weight_row(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
+  std::vector<double> out(static_cast<size_t>(t.ne[0]));
+  const bool own = t.type == DType::F32 || t.type == DType::F16 || t.type == DType::BF16 ||
+                   t.type == DType::Q8_0 || t.type == DType::Q4_0;
+  if (own) {
+    for (int64_t k = 0; k < t.ne[0]; ++k) out[static_cast<size_t>(k)] = elem(t, k, i1, i2, i3);
+    return out;
+  }
+  std::vector<float> f(out.size());
+  to_f32_row(t.type, static_cast<const char*>(t.data) + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3], f.data(),
+             t.ne[0]);
+  std::copy(f.begin(), f.end(), out.begin());
+  return out;
+}
+
 // b's row as the fast quantized path sees it: Q8_0 blocks (d = amax/127 stored as fp16, q = round(x/d)).
 std::vector<double> q8_roundtrip(const std::vector<double>& x) {
   std::vector<double> out(x.size());
@@ -75,6 +97,25 @@ std::vector<double> q8_roundtrip(const std::vector<double>& x) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const double d16 = fp16_to_fp32(fp32_to_fp16(d));
     for (size_t i = b0; i < b0 + 32; ++i) out[i] = std::round(static_cast<float>(x[i]) * id) * d16;
+  }
+  return out;
+}
+
+// b's row as the K-quant kernels see it: Q8_K super-blocks (the first element of largest magnitude
+// maps to -127, quants round to nearest even, clamped at 127; the scale is a float).
+std::vector<double> q8k_roundtrip(const std::vector<double>& x) {
+  std::vector<double> out(x.size());
+  for (size_t b0 = 0; b0 < x.size(); b0 += 256) {
+    float amax = 0.0f, max = 0.0f;
+    for (size_t i = b0; i < b0 + 256; ++i)
+      if (std::fabs(static_cast<float>(x[i])) > amax) {
+        amax = std::fabs(static_cast<float>(x[i]));
+        max = static_cast<float>(x[i]);
+      }
+    if (amax == 0.0f) continue;
+    const float iscale = -127.0f / max;
+    for (size_t i = b0; i < b0 + 256; ++i)
+      out[i] = std::min(127.0f, std::nearbyint(iscale * static_cast<float>(x[i]))) * (1.0f / iscale);
   }
   return out;
 }
@@ -90,16 +131,32 @@ Expected expect(const Tensor& a, const Tensor& b, bool quantize_b) {
   std::vector<double> av(static_cast<size_t>(K * M * A2 * a.ne[3]));
   for (int64_t i3 = 0; i3 < a.ne[3]; ++i3)
     for (int64_t i2 = 0; i2 < A2; ++i2)
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t k = 0; k < K; ++k)
-          av[static_cast<size_t>(((i3 * A2 + i2) * M + m) * K + k)] = elem(a, k, m, i2, i3);
+      for (int64_t m = 0; m < M; ++m) {
+        const std::vector<double> row = weight_row(a, m, i2, i3);
+        std::copy(row.begin(), row.end(), av.begin() + ((i3 * A2 + i2) * M + m) * K);
+      }
   Expected e;
   std::vector<double> brow(static_cast<size_t>(K));
   for (int64_t i3 = 0; i3 < B3; ++i3)
     for (int64_t i2 = 0; i2 < B2; ++i2)
       for (int64_t n = 0; n < N; ++n) {
         for (int64_t k = 0; k < K; ++k) brow[k] = elem(b, k, n, i2, i3);
-        if (quantize_b) brow = q8_roundtrip(brow);
+        // Q4_1/Q5_1: ggml takes the sum of b's block times the weights' minimum from Q8_1's fp16 sum
+        // s = fp16(sum(q) * amax / 127), not from the sum of the rounded values.
+        std::vector<double> fix(static_cast<size_t>(K / 32), 0.0);
+        if (quantize_b && (a.type == DType::Q4_1 || a.type == DType::Q5_1))
+          for (int64_t j = 0; j < K / 32; ++j) {
+            float amax = 0.0f;
+            for (int64_t i = 32 * j; i < 32 * j + 32; ++i)
+              amax = std::max(amax, std::fabs(static_cast<float>(brow[i])));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            const double d16 = fp16_to_fp32(fp32_to_fp16(d));
+            int sum = 0;
+            for (int64_t i = 32 * j; i < 32 * j + 32; ++i)
+              sum += static_cast<int>(std::round(static_cast<float>(brow[i]) * id));
+            fix[static_cast<size_t>(j)] = fp16_to_fp32(fp32_to_fp16(static_cast<float>(sum) * d)) - d16 * sum;
+          }
+        if (quantize_b) brow = traits(a.type).block_size == 256 ? q8k_roundtrip(brow) : q8_roundtrip(brow);
         for (int64_t m = 0; m < M; ++m) {
           const double* arow = av.data() + (((i3 / r3) * A2 + i2 / r2) * M + m) * K;
           double s = 0.0, sa = 0.0;
@@ -107,6 +164,15 @@ Expected expect(const Tensor& a, const Tensor& b, bool quantize_b) {
             const double p = arow[k] * brow[k];
             s += p;
             sa += std::fabs(p);
+          }
+          for (int64_t j = 0; j < K / 32; ++j) {
+            if (fix[static_cast<size_t>(j)] == 0.0) continue;
+            uint16_t h;  // the block's minimum m, after d
+            std::memcpy(&h,
+                        static_cast<const char*>(a.data) + m * a.nb[1] + (i2 / r2) * a.nb[2] +
+                            (i3 / r3) * a.nb[3] + j * traits(a.type).block_bytes + 2,
+                        2);
+            s += fp16_to_fp32(h) * fix[static_cast<size_t>(j)];
           }
           e.value.push_back(s);
           e.abs_sum.push_back(sa);
@@ -157,6 +223,43 @@ struct Built {
   Tensor* out = nullptr;
 };
 
+// Random weights: random values quantized, or for a type Tessera cannot quantize to yet, random
+// blocks (random bytes, small random fp16 scales).
+void fill_weights(Tensor* t, uint32_t seed) {
+  if (!is_quantized(t->type) || has_quantizer(t->type)) return fill_random(t, seed);
+  std::mt19937 rng(seed);
+  auto* bytes = static_cast<uint8_t*>(t->data);
+  for (size_t i = 0; i < t->nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng() & 0xff);
+  size_t d_at = 0, dmin_at = 0;
+  bool has_min = false;
+  switch (t->type) {
+    case DType::Q2_K:
+      d_at = offsetof(BlockQ2_K, d), dmin_at = offsetof(BlockQ2_K, dmin), has_min = true;
+      break;
+    case DType::Q3_K:
+      d_at = offsetof(BlockQ3_K, d);
+      break;
+    case DType::Q4_K:
+      d_at = offsetof(BlockQ4_K, d), dmin_at = offsetof(BlockQ4_K, dmin), has_min = true;
+      break;
+    case DType::Q5_K:
+      d_at = offsetof(BlockQ5_K, d), dmin_at = offsetof(BlockQ5_K, dmin), has_min = true;
+      break;
+    case DType::Q6_K:
+      d_at = offsetof(BlockQ6_K, d);
+      break;
+    default:  // IQ4_NL, IQ4_XS: d first
+      break;
+  }
+  std::uniform_real_distribution<float> d(0.002f, 0.006f);
+  const size_t block = traits(t->type).block_bytes;
+  for (size_t off = 0; off + block <= t->nbytes(); off += block) {
+    const uint16_t h = fp32_to_fp16(d(rng)), m = fp32_to_fp16(8.0f * d(rng));
+    std::memcpy(bytes + off + d_at, &h, 2);
+    if (has_min) std::memcpy(bytes + off + dmin_at, &m, 2);
+  }
+}
+
 Built build(const Case& c, uint32_t seed) {
   Built g;
   Context& ctx = *g.ctx;
@@ -164,11 +267,11 @@ Built build(const Case& c, uint32_t seed) {
   switch (c.a_layout) {
     case ALayout::Contiguous:
       g.a = ctx.new_tensor(c.type, c.k, c.m, c.a2, c.a3);
-      fill_random(g.a, seed);
+      fill_weights(g.a, seed);
       break;
     case ALayout::Permuted: {  // rows contiguous, dims 1 and 2 swapped (like a K cache view)
       Tensor* base = ctx.new_tensor(c.type, c.k, c.a2, c.m, c.a3);
-      fill_random(base, seed);
+      fill_weights(base, seed);
       g.a = ops::permute(ctx, base, 0, 2, 1, 3);
       break;
     }
@@ -240,7 +343,20 @@ void check_case(const Case& c, uint32_t seed = 7) {
   }
 }
 
-constexpr DType kWeightTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+// Every type MUL_MAT takes as weights (core's op table).
+std::vector<DType> weight_types() {
+  std::vector<DType> out;
+  for (DType t : kAllDTypes)
+    if (op_source_types(Op::MulMat, 0).contains(t)) out.push_back(t);
+  return out;
+}
+const std::vector<DType> kWeightTypes = weight_types();
+
+// K rounded up to whole blocks of the type.
+int64_t fit_k(DType type, int64_t k) {
+  const int64_t bs = traits(type).block_size;
+  return std::max(bs, (k + bs - 1) / bs * bs);
+}
 
 // ---------------------------------------------------------------- hand-computed
 
@@ -318,7 +434,7 @@ TEST(CpuMulMat, EveryWeightTypeEveryNAndK) {
       for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33}) {
         Case c;
         c.type = type;
-        c.k = k;
+        c.k = fit_k(type, k);
         c.n = n;
         c.m = 13;
         check_case(c, static_cast<uint32_t>(k * 100 + n));
@@ -345,11 +461,11 @@ TEST(CpuMulMat, LargeBlocksCrossCacheChunks) {
     Case c;
     c.type = type;
     c.k = 4096;
-    c.m = 300;
+    c.m = traits(type).block_size == 256 ? 140 : 300;  // the K-quants' weight panels hold fewer rows
     c.n = 70;
     check_case(c, 11);
     // K past every type's K block (ranges of 256 plus a last range with a partial group of blocks).
-    c.k = 4640;
+    c.k = fit_k(type, 4640);
     c.m = 37;
     c.n = 19;
     check_case(c, 12);
@@ -361,7 +477,7 @@ TEST(CpuMulMat, BroadcastOverDims2And3) {
     for (int64_t r : {1, 2, 3}) {
       Case c;
       c.type = type;
-      c.k = 64;
+      c.k = fit_k(type, 64);
       c.m = 5;
       c.n = 3;
       c.a2 = 2;
@@ -388,7 +504,7 @@ TEST(CpuMulMat, PermutedAndF16B) {
       for (int64_t n : {1, 4, 9}) {
         Case c;
         c.type = type;
-        c.k = 96;
+        c.k = fit_k(type, 96);
         c.m = 7;
         c.n = n;
         c.a2 = 3;
@@ -426,7 +542,7 @@ TEST(CpuMulMat, NonContiguousWeights) {
       c.r2 = 2;
       c.a_layout = ALayout::Permuted;
       c.b_layout = BLayout::Permuted;
-      c.k = is_quantized(type) ? 96 : 80;
+      c.k = is_quantized(type) ? fit_k(type, 96) : 80;
       check_case(c, static_cast<uint32_t>(n));
       if (is_quantized(type)) continue;
       c.a_layout = ALayout::Transposed;
@@ -493,6 +609,98 @@ TEST(CpuMulMat, SimdQuantizationMatchesScalarAndQ8_0) {
   if (simd != nullptr) {  // CPUs without AVX2 have only the scalar quantizer checked above
     simd->quantize_q8_row(x.data(), got.data(), k);
     EXPECT_EQ(0, std::memcmp(want.data(), got.data(), static_cast<size_t>(k + 8 * (k / 32))));
+  }
+}
+
+TEST(CpuMulMat, Q8_1SumsForTheMinimumTypes) {
+  // s = fp16(sum(q) * amax / 127): ggml's Q8_1 sum, which Q4_1/Q5_1's minimum multiplies.
+  std::vector<float> x = test::random_values(32 * 4, 9);
+  const int64_t k = static_cast<int64_t>(x.size());
+  std::vector<char> row(cpu::mm::q8_row_bytes(k));
+  const cpu::mm::KernelTable* tables[] = {&cpu::mm::scalar_kernels(), cpu::mm::avx2_kernels()};
+  for (const cpu::mm::KernelTable* table : tables) {
+    if (table == nullptr) continue;
+    SCOPED_TRACE(table->isa);
+    table->quantize_q8_row(x.data(), row.data(), k);
+    for (int64_t j = 0; j < k / 32; ++j) {
+      float amax = 0.0f;
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        amax = std::max(amax, std::fabs(x[32 * j + i]));
+        sum += static_cast<int8_t>(row[32 * j + i]);
+      }
+      float s;
+      std::memcpy(&s, row.data() + k + 8 * (k / 32) + 4 * j, 4);
+      EXPECT_EQ(s, fp16_to_fp32(fp32_to_fp16(static_cast<float>(sum) * (amax / 127.0f)))) << "block " << j;
+    }
+  }
+}
+
+TEST(CpuMulMat, SimdQ8KQuantizationMatchesTheReference) {
+  // Random super-blocks, a zero one, one whose largest magnitude is negative and repeated (the first
+  // one sets the sign), and exact halves (ties round to even).
+  std::vector<float> x = test::random_values(256 * 6, 4, -3.0f, 3.0f);
+  for (int i = 0; i < 256; ++i) x[256 + i] = 0.0f;
+  x[512 + 7] = -5.0f;
+  x[512 + 9] = 5.0f;
+  x[512 + 20] = -5.0f;
+  for (int i = 0; i < 256; ++i) x[768 + i] = static_cast<float>(i % 9) - 4.5f;  // iscale 127/4.5
+  for (int i = 0; i < 256; ++i) x[1024 + i] = (i % 2 ? 0.5f : -1.5f) * (i == 3 ? 127.0f / 1.5f : 1.0f);
+  const int64_t k = static_cast<int64_t>(x.size());
+  std::vector<BlockQ8_K> want(static_cast<size_t>(k / 256));
+  ref::quantize_row_q8_k(x.data(), want.data(), k);
+  const cpu::mm::KernelTable* tables[] = {&cpu::mm::scalar_kernels(), cpu::mm::avx2_kernels()};
+  for (const cpu::mm::KernelTable* table : tables) {
+    if (table == nullptr) continue;
+    SCOPED_TRACE(table->isa);
+    std::vector<char> row(cpu::mm::q8k_row_bytes(k));
+    table->quantize_q8k_row(x.data(), row.data(), k);
+    const cpu::mm::Q8KRow r = cpu::mm::q8k_row(row.data(), k);
+    for (int64_t j = 0; j < k / 256; ++j) {
+      EXPECT_EQ(0, std::memcmp(r.qs + 256 * j, want[j].qs, 256)) << "super-block " << j;
+      EXPECT_EQ(r.d[j], want[j].d) << "super-block " << j;
+      EXPECT_EQ(0, std::memcmp(r.bsums + 16 * j, want[j].bsums, 32)) << "super-block " << j;
+    }
+  }
+  EXPECT_EQ(want[2].qs[7], -127);  // max = -5 (the first), iscale = -127 / max = 25.4
+  EXPECT_EQ(want[2].qs[9], 127);
+  EXPECT_EQ(want[1].d, 0.0f);
+}
+
+TEST(CpuMulMat, HandComputedQ4_KBlock) {
+  // One Q4_K super-block: d = 0.5, dmin = 0.25, group g has scale g + 1 and minimum 2g (packed as
+  // k_scale_min unpacks them), every quant 3. Element i of group g is 0.5 (g + 1) 3 - 0.25 (2g).
+  Context ctx(true);
+  Tensor* a = ctx.new_tensor(DType::Q4_K, 256, 1);
+  auto* blk = static_cast<BlockQ4_K*>(a->data);
+  blk->d = fp32_to_fp16(0.5f);
+  blk->dmin = fp32_to_fp16(0.25f);
+  std::memset(blk->scales, 0, 12);
+  for (int g = 0; g < 4; ++g) {
+    blk->scales[g] = static_cast<uint8_t>(g + 1);
+    blk->scales[g + 4] = static_cast<uint8_t>(2 * g);
+  }
+  for (int g = 4; g < 8; ++g)  // scales 5..8 and minimums 8..14 fit in the low/high nibbles
+    blk->scales[g + 4] = static_cast<uint8_t>((g + 1) | ((2 * g) << 4));
+  std::memset(blk->qs, 0x33, 128);
+  // b: 1 on group 0's elements, 2 on group 7's, 0 elsewhere; Q8_K keeps it exact (max 2 -> -127,
+  // scale -2/127: 1 -> -63.5 rounds to -64, so use 2 and -2 only).
+  Tensor* b = ctx.new_tensor(DType::F32, 256, 1);
+  std::vector<float> bv(256, 0.0f);
+  for (int i = 0; i < 32; ++i) {
+    bv[i] = 2.0f;
+    bv[224 + i] = -2.0f;
+  }
+  fill(b, bv);
+  // group 0: 32 * 2 * (0.5 * 1 * 3 - 0) = 96; group 7: 32 * -2 * (0.5 * 8 * 3 - 0.25 * 14) = -544.
+  const float want = 96.0f - 544.0f;
+  Tensor* out = ops::mul_mat(ctx, a, b);
+  for (KernelSet ks : {KernelSet::Reference, KernelSet::Fast}) {
+    const cpu::mm::KernelTable* tables[] = {&cpu::mm::active_kernels(), &cpu::mm::scalar_kernels()};
+    for (const cpu::mm::KernelTable* table : tables) {
+      cpu::mm::ScopedKernelOverride use(table);
+      EXPECT_FLOAT_EQ(computed_values(out, 1, ks)[0], want) << table->isa;
+    }
   }
 }
 

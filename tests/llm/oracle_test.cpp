@@ -1,5 +1,6 @@
 // llama.cpp's logits for random-weight llama-architecture models (../shared/models/oracle, README
-// there): Tessera matches them on the CPU and with every layer on OpenCL0.
+// there): Tessera matches them on the CPU (every weight type) and with every layer on OpenCL0 (the
+// types its op library runs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tessera/device.h"
 #include "tessera/llm/model.h"
@@ -77,11 +80,37 @@ void check_against_oracle(const Oracle& o, const LoadOptions& lo) {
   }
 }
 
-// The llama-architecture oracles whose weight types Tessera supports (F32, F16, BF16, Q8_0, Q4_0).
-const Oracle kOracles[] = {{"tiny-llama-f32", 2e-6}, {"tiny-llama3-f32", 2e-6}};
+const Oracle kFloatOracles[] = {{"tiny-llama-f32", 2e-6}, {"tiny-llama3-f32", 2e-6}};
+// Every 2-D weight in one type, then llama-quantize's mixes.
+const Oracle kQuantOracles[] = {
+    {"tiny-llama-q4_1", 5e-4},   {"tiny-llama-q5_0", 5e-4},  {"tiny-llama-q5_1", 5e-4},
+    {"tiny-llama-q2_k", 5e-4},   {"tiny-llama-q3_k", 5e-4},  {"tiny-llama-q4_k", 5e-4},
+    {"tiny-llama-q5_k", 5e-4},   {"tiny-llama-q6_k", 5e-4},  {"tiny-llama-iq4_nl", 5e-4},
+    {"tiny-llama-q4_k_m", 5e-4}, {"tiny-llama-q5_k_m", 5e-4}};
 
-std::string oracle_name(const testing::TestParamInfo<Oracle>& info) {
-  std::string s = info.param.name;
+// One oracle on one device ("CPU", or a device from the Registry with every layer on it).
+struct OracleRun {
+  std::string device;
+  Oracle oracle;
+};
+
+// The devices and the oracles each runs: one line per device and set of weight types.
+std::vector<OracleRun> runs() {
+  std::vector<OracleRun> out;
+  auto on = [&](const char* device, const auto& oracles) {
+    for (const Oracle& o : oracles) out.push_back({device, o});
+  };
+  on("CPU", kFloatOracles);
+  on("CPU", kQuantOracles);
+#if TESSERA_HAVE_OPENCL
+  // Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
+  on("OpenCL0", kFloatOracles);
+#endif
+  return out;
+}
+
+std::string run_name(const testing::TestParamInfo<OracleRun>& info) {
+  std::string s = info.param.device + "_" + info.param.oracle.name;
   for (char& c : s)
     if (c == '-') c = '_';
   return s;
@@ -89,20 +118,18 @@ std::string oracle_name(const testing::TestParamInfo<Oracle>& info) {
 
 }  // namespace
 
-class LlamaOracle : public testing::TestWithParam<Oracle> {};
+class LlamaOracle : public testing::TestWithParam<OracleRun> {};
 
-TEST_P(LlamaOracle, MatchesOnTheCpu) { check_against_oracle(GetParam(), {}); }
-
-#if TESSERA_HAVE_OPENCL
-// Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
-TEST_P(LlamaOracle, MatchesWithEveryLayerOnOpenCL0) {
-  ASSERT_NE(Registry::instance().find("OpenCL0"), nullptr)
-      << "no OpenCL0 (POCL_DEVICES=\"pthread pthread\" runs it on the CPU)";
+TEST_P(LlamaOracle, Matches) {
+  const OracleRun& r = GetParam();
   LoadOptions lo;
-  lo.n_gpu_layers = 99;
-  lo.device = "OpenCL0";
-  check_against_oracle(GetParam(), lo);
+  if (r.device != "CPU") {
+    ASSERT_NE(Registry::instance().find(r.device), nullptr)
+        << "no " << r.device << " (POCL_DEVICES=\"pthread pthread\" runs OpenCL on the CPU)";
+    lo.n_gpu_layers = 99;
+    lo.device = r.device;
+  }
+  check_against_oracle(r.oracle, lo);
 }
-#endif
 
-INSTANTIATE_TEST_SUITE_P(Files, LlamaOracle, testing::ValuesIn(kOracles), oracle_name);
+INSTANTIATE_TEST_SUITE_P(Files, LlamaOracle, testing::ValuesIn(runs()), run_name);

@@ -1,11 +1,12 @@
 // MUL_MAT on the CPU: dst[m, n, i2, i3] = sum_k a[k, m, i2 / r2, i3 / r3] * b[k, n, i2, i3].
 //
-// Reference: each weight row converted to f32, dotted with b's row in double (for Q4_0/Q8_0 weights b
-// goes through Q8_0 first, as ggml's CPU does). Fast: b is prepared
-// once (Q8_0 blocks for quantized weights, f32 rows otherwise) and tile kernels (mul_mat_kernels.h)
+// Reference: each weight row converted to f32, dotted with b's row in double (for quantized weights b
+// goes through Q8_0 or Q8_K first, as ggml's CPU does). Fast: b is prepared once (Q8_0 or Q8_K
+// blocks for quantized weights, f32 rows otherwise) and tile kernels (mul_mat_kernels.h)
 // run over cache blocks of (weight rows x b columns x K). The block grid depends only on the shapes
 // and each output is computed by one kernel call chain, so results do not depend on thread counts.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include "cpu/element.h"
 #include "cpu/kernels.h"
 #include "cpu/ops/mul_mat_kernels.h"
+#include "tessera/convert.h"
+#include "tessera/op_types.h"
 #include "tessera/quant.h"
 
 namespace tessera::cpu {
@@ -26,8 +29,7 @@ struct Shape {
 };
 
 Shape check(const Tensor& dst, const Tensor& a, const Tensor& b) {
-  const bool a_ok = a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16 ||
-                    a.type == DType::Q4_0 || a.type == DType::Q8_0;
+  const bool a_ok = op_source_types(Op::MulMat, 0).contains(a.type);
   if (!a_ok || (b.type != DType::F32 && b.type != DType::F16) || dst.type != DType::F32)
     raise(ErrorCode::Unsupported, "CPU: MUL_MAT of {} weights by {} into {} is not supported", name(a.type),
           name(b.type), name(dst.type));
@@ -55,19 +57,49 @@ void fill_zero(const Tensor& dst) {
 
 // ---------------------------------------------------------------- reference
 
+// Q4_1 and Q5_1 weights add their minimum m times the sum of b's block, which ggml takes from b's
+// Q8_1 blocks: s = fp16(sum(q) * amax / 127) (the Q8_1 quants and scale are Q8_0's).
+bool has_min(DType type) { return type == DType::Q4_1 || type == DType::Q5_1; }
+
+float block_min(const Tensor& a, int64_t m, int64_t i2, int64_t i3, int64_t j) {
+  uint16_t h;  // m follows d at the start of both block types
+  std::memcpy(&h, a.at(0, m, i2, i3) + static_cast<size_t>(j) * traits(a.type).block_bytes + 2, 2);
+  return fp16_to_fp32(h);
+}
+
 void run_reference(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b,
                    const Shape& s) {
   auto* brows = reinterpret_cast<float*>(ctx.scratch_memory(static_cast<size_t>(s.n * s.k) * sizeof(float)));
+  const bool mins = has_min(a.type);
+  const int64_t nblocks = s.k / kQuantBlock;
+  // Per b block of Q4_1/Q5_1: what the Q8_1 sum adds beyond the sum of the block's Q8_0 values.
+  std::vector<double> sum_fix(mins ? static_cast<size_t>(s.n * nblocks) : 0);
   for (int64_t i3 = 0; i3 < s.b3; ++i3) {
     for (int64_t i2 = 0; i2 < s.b2; ++i2) {
       for (int64_t n = 0; n < s.n; ++n) {
         float* row = brows + n * s.k;
         load_row_f32(b, n, i2, i3, row);
-        // ggml's semantics for quantized weights: b is quantized to Q8_0 blocks first, then the
-        // block products are summed (here exactly, in double, from the dequantized values).
-        if (is_quantized(a.type)) {
-          std::vector<BlockQ8_0> q(static_cast<size_t>(s.k / kQuantBlock));
+        // ggml's semantics for quantized weights: b is quantized to Q8_0 blocks (Q8_K for the
+        // 256-element types) first, then the block products are summed (here exactly, in double,
+        // from the dequantized values).
+        if (traits(a.type).block_size == kSuperBlock) {
+          std::vector<BlockQ8_K> q(static_cast<size_t>(s.k / kSuperBlock));
+          ref::quantize_row_q8_k(row, q.data(), s.k);
+          ref::dequantize_row_q8_k(q.data(), row, s.k);
+        } else if (is_quantized(a.type)) {
+          std::vector<BlockQ8_0> q(static_cast<size_t>(nblocks));
           ref::quantize_row_q8_0(row, q.data(), s.k);
+          for (int64_t j = 0; mins && j < nblocks; ++j) {
+            float amax = 0.0f;
+            int sum = 0;
+            for (int i = 0; i < kQuantBlock; ++i) {
+              amax = std::fmax(amax, std::fabs(row[j * kQuantBlock + i]));
+              sum += q[static_cast<size_t>(j)].qs[i];
+            }
+            const double d = fp16_to_fp32(q[static_cast<size_t>(j)].d);
+            const float q8_1_sum = fp16_to_fp32(fp32_to_fp16(static_cast<float>(sum) * (amax / 127.0f)));
+            sum_fix[static_cast<size_t>(n * nblocks + j)] = q8_1_sum - d * sum;
+          }
           ref::dequantize_row_q8_0(q.data(), row, s.k);
         }
       }
@@ -80,6 +112,8 @@ void run_reference(const ComputeContext& ctx, const Tensor& dst, const Tensor& a
             double sum = 0.0;
             for (int64_t k = 0; k < s.k; ++k)
               sum += static_cast<double>(arow[k]) * static_cast<double>(brow[k]);
+            for (int64_t j = 0; mins && j < nblocks; ++j)
+              sum += block_min(a, m, i2 / s.r2, i3 / s.r3, j) * sum_fix[static_cast<size_t>(n * nblocks + j)];
             *dst_at(dst, m, n, i2, i3) = static_cast<float>(sum);
           }
         }
@@ -100,6 +134,26 @@ mm::WeightKind kind_of(DType type) {
       return mm::WeightKind::Q4_0;
     case DType::Q8_0:
       return mm::WeightKind::Q8_0;
+    case DType::Q4_1:
+      return mm::WeightKind::Q4_1;
+    case DType::Q5_0:
+      return mm::WeightKind::Q5_0;
+    case DType::Q5_1:
+      return mm::WeightKind::Q5_1;
+    case DType::IQ4_NL:
+      return mm::WeightKind::IQ4_NL;
+    case DType::Q2_K:
+      return mm::WeightKind::Q2_K;
+    case DType::Q3_K:
+      return mm::WeightKind::Q3_K;
+    case DType::Q4_K:
+      return mm::WeightKind::Q4_K;
+    case DType::Q5_K:
+      return mm::WeightKind::Q5_K;
+    case DType::Q6_K:
+      return mm::WeightKind::Q6_K;
+    case DType::IQ4_XS:
+      return mm::WeightKind::IQ4_XS;
     default:
       return mm::WeightKind::F32;
   }
@@ -170,12 +224,14 @@ const float* b_row_f32(const Tensor& b, int64_t n, int64_t i2, int64_t i3, float
   return out;
 }
 
-PreparedB prepare_b(const ComputeContext& ctx, const Tensor& b, const Shape& s, bool quant,
+PreparedB prepare_b(const ComputeContext& ctx, const Tensor& b, const Shape& s, mm::Activation act,
                     const mm::KernelTable& kt) {
+  const bool quant = act != mm::Activation::F32;
   if (!quant && b.type == DType::F32 && b.nb[0] == sizeof(float))
     return {static_cast<const char*>(b.data), b.nb[1], b.nb[2], b.nb[3]};
-  const size_t row =
-      quant ? mm::q8_row_bytes(s.k) : (static_cast<size_t>(s.k) * sizeof(float) + 63) / 64 * 64;
+  const size_t row = act == mm::Activation::Q8K ? mm::q8k_row_bytes(s.k)
+                     : quant                    ? mm::q8_row_bytes(s.k)
+                                                : (static_cast<size_t>(s.k) * sizeof(float) + 63) / 64 * 64;
   const int64_t rows = s.n * s.b2 * s.b3;
   char* base = align64(ctx.scratch_memory(static_cast<size_t>(rows) * row + 64));
   ctx.parallel_for(rows, [&](int64_t r0, int64_t r1) {
@@ -183,7 +239,9 @@ PreparedB prepare_b(const ComputeContext& ctx, const Tensor& b, const Shape& s, 
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r % s.n, i2 = (r / s.n) % s.b2, i3 = r / (s.n * s.b2);
       char* out = base + static_cast<size_t>(r) * row;
-      if (quant) {
+      if (act == mm::Activation::Q8K) {
+        kt.quantize_q8k_row(b_row_f32(b, n, i2, i3, tmp.data(), kt), out, s.k);
+      } else if (quant) {
         kt.quantize_q8_row(b_row_f32(b, n, i2, i3, tmp.data(), kt), out, s.k);
       } else {
         auto* o = reinterpret_cast<float*>(out);
@@ -206,7 +264,7 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
                                                  static_cast<double>(traits(a.type).block_size)
                                            : 4.0;
   const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem);
-  const PreparedB pb = prepare_b(ctx, b, s, quant, kt);
+  const PreparedB pb = prepare_b(ctx, b, s, mm::activation_of(kind), kt);
 
   const int64_t m_chunks = (s.m + bl.mc - 1) / bl.mc;
   const int64_t n_chunks = (s.n + bl.nc - 1) / bl.nc;

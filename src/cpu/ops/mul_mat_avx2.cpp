@@ -12,20 +12,16 @@
 #include <type_traits>
 #include <utility>
 
+#include "cpu/ops/mul_mat_avx2.h"
 #include "tessera/convert.h"
 #include "tessera/quant.h"
-
-#define TESSERA_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace tessera::cpu::mm {
 namespace {
 
-TESSERA_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using avx2::hsum;
+using avx2::load_acc;
+using avx2::store_acc;
 
 TESSERA_AVX2 inline float fma1(float a, float b, float c) {
   return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
@@ -56,23 +52,6 @@ TESSERA_AVX2 inline float load1(const char* row, int64_t i) {
     if constexpr (Kind == WeightKind::F16) return _cvtsh_ss(h);
     return bf16_to_fp32(h);
   }
-}
-
-template <int RM, int RN>
-TESSERA_AVX2 inline void load_acc(const TileArgs& t, __m256 (&acc)[RM][RN]) {
-#pragma GCC unroll 4
-  for (int m = 0; m < RM; ++m)
-#pragma GCC unroll 4
-    for (int n = 0; n < RN; ++n)
-      acc[m][n] = t.first ? _mm256_setzero_ps() : _mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes);
-}
-
-template <int RM, int RN>
-TESSERA_AVX2 inline void store_acc(const TileArgs& t, __m256 (&acc)[RM][RN]) {
-#pragma GCC unroll 4
-  for (int m = 0; m < RM; ++m)
-#pragma GCC unroll 4
-    for (int n = 0; n < RN; ++n) _mm256_storeu_ps(t.acc + (m * RN + n) * kAccLanes, acc[m][n]);
 }
 
 template <WeightKind Kind, int RM, int RN>
@@ -109,28 +88,76 @@ TESSERA_AVX2 void tile_float(const TileArgs& t) {
   }
 }
 
-// Q4_0 quants as unsigned nibbles (0..15) in element order; the offset of 8 is settled through c.
-TESSERA_AVX2 inline __m256i unpack(const BlockQ4_0& blk, __m256i low4) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+// What a 32-element weight block contributes beyond d_a * d_b * sum(u * q_b), u the quants the
+// kernel multiplies: Q4_0/Q5_0 store q + 8 / q + 16 (settled through b's c = 8 * sum(q_b) * d_b),
+// Q4_1/Q5_1 add m (times b's Q8_1 sum s); Q8_0 and IQ4_NL are signed (a's sign moves onto b).
+enum class Offset { None, Minus8, Minus16, PlusMin };
+template <class Block>
+constexpr Offset kOffset = std::is_same_v<Block, BlockQ4_0>   ? Offset::Minus8
+                           : std::is_same_v<Block, BlockQ5_0> ? Offset::Minus16
+                           : (std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>)
+                               ? Offset::PlusMin
+                               : Offset::None;
+template <class Block>
+constexpr bool kSigned = std::is_same_v<Block, BlockQ8_0> || std::is_same_v<Block, BlockIQ4_NL>;
+
+// The 32 nibbles of a block in element order (low nibbles, then high ones).
+TESSERA_AVX2 inline __m256i nibbles(const uint8_t* qs, __m256i low4) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
 }
 
-// Scales of blocks [j, j + count) of a weight row as f32 (lanes past count are 0).
+// 0x10 in byte j where bit j of the 32-bit qh is set (the fifth bit of Q5_0/Q5_1).
+TESSERA_AVX2 inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
+                                           2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// The quants the kernel multiplies: unsigned for the offset types, signed for Q8_0 and IQ4_NL.
 template <class Block>
-TESSERA_AVX2 inline __m256 block_scales(const Block* row, int64_t j, int count) {
+TESSERA_AVX2 inline __m256i block_quants(const Block& blk, __m256i low4) {
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+  } else if constexpr (std::is_same_v<Block, BlockIQ4_NL>) {
+    const __m256i grid =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+    return _mm256_shuffle_epi8(grid, nibbles(blk.qs, low4));
+  } else if constexpr (std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>) {
+    return _mm256_or_si256(nibbles(blk.qs, low4), fifth_bits(blk.qh));
+  } else {
+    return nibbles(blk.qs, low4);
+  }
+}
+
+// fp16 fields of blocks [j, j + count) of a weight row as f32 (lanes past count are 0): the
+// scales d, or the minimums m.
+template <class Block, bool kMin = false>
+TESSERA_AVX2 inline __m256 block_halves(const Block* row, int64_t j, int count) {
+  auto field = [&](int64_t i) -> uint16_t {
+    if constexpr (kMin)
+      return row[i].m;
+    else
+      return row[i].d;
+  };
   __m128i h = _mm_setzero_si128();
   if (count == 8) {  // inserts, not a store and a wider reload (which would stall store forwarding)
-    h = _mm_insert_epi16(h, row[j].d, 0);
-    h = _mm_insert_epi16(h, row[j + 1].d, 1);
-    h = _mm_insert_epi16(h, row[j + 2].d, 2);
-    h = _mm_insert_epi16(h, row[j + 3].d, 3);
-    h = _mm_insert_epi16(h, row[j + 4].d, 4);
-    h = _mm_insert_epi16(h, row[j + 5].d, 5);
-    h = _mm_insert_epi16(h, row[j + 6].d, 6);
-    h = _mm_insert_epi16(h, row[j + 7].d, 7);
+    h = _mm_insert_epi16(h, field(j), 0);
+    h = _mm_insert_epi16(h, field(j + 1), 1);
+    h = _mm_insert_epi16(h, field(j + 2), 2);
+    h = _mm_insert_epi16(h, field(j + 3), 3);
+    h = _mm_insert_epi16(h, field(j + 4), 4);
+    h = _mm_insert_epi16(h, field(j + 5), 5);
+    h = _mm_insert_epi16(h, field(j + 6), 6);
+    h = _mm_insert_epi16(h, field(j + 7), 7);
   } else {
     alignas(16) uint16_t part[8] = {};
-    for (int i = 0; i < count; ++i) part[i] = row[j + i].d;
+    for (int i = 0; i < count; ++i) part[i] = field(j + i);
     h = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
   }
   return _mm256_cvtph_ps(h);
@@ -146,7 +173,7 @@ TESSERA_AVX2 inline __m256 load_part(const float* p, int count, __m256i lanes) {
 // For Q4_0 (unsigned nibbles u = q + 8): a.b = d_a d_b sum(u q_b) - d_a c_b.
 template <class Block, int RM, int RN>
 TESSERA_AVX2 void tile_quant(const TileArgs& t) {
-  constexpr bool kQ4 = std::is_same_v<Block, BlockQ4_0>;
+  constexpr Offset kOff = kOffset<Block>;
   __m256 acc[RM][RN];
   load_acc<RM, RN>(t, acc);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -165,13 +192,21 @@ TESSERA_AVX2 void tile_quant(const TileArgs& t) {
         _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
     for (int m = 0; m < RM; ++m) {
-      const __m256 da = block_scales(arow[m], g, count);
+      const __m256 da = block_halves(arow[m], g, count);
+      __m256 ma = _mm256_setzero_ps();
+      if constexpr (kOff == Offset::PlusMin) ma = block_halves<Block, true>(arow[m], g, count);
 #pragma GCC unroll 4
       for (int n = 0; n < RN; ++n) {
         const __m256 db = load_part(bd[n] + g, count, lanes);
         _mm256_store_ps(scale[m][n], _mm256_mul_ps(da, db));
-        if constexpr (kQ4)
+        if constexpr (kOff == Offset::Minus8) {
           acc[m][n] = _mm256_fnmadd_ps(da, load_part(bd[n] + nblocks + g, count, lanes), acc[m][n]);
+        } else if constexpr (kOff == Offset::Minus16) {
+          const __m256 c = load_part(bd[n] + nblocks + g, count, lanes);
+          acc[m][n] = _mm256_fnmadd_ps(da, _mm256_add_ps(c, c), acc[m][n]);
+        } else if constexpr (kOff == Offset::PlusMin) {
+          acc[m][n] = _mm256_fmadd_ps(ma, load_part(bd[n] + 2 * nblocks + g, count, lanes), acc[m][n]);
+        }
       }
     }
     for (int i = 0; i < count; ++i) {
@@ -182,16 +217,12 @@ TESSERA_AVX2 void tile_quant(const TileArgs& t) {
         bq[n] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.b + n * t.b_stride + 32 * j));
 #pragma GCC unroll 4
       for (int m = 0; m < RM; ++m) {
-        __m256i qa, sign;
-        if constexpr (kQ4) {
-          qa = unpack(arow[m][j], low4);
-        } else {
-          sign = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(arow[m][j].qs));
-          qa = _mm256_sign_epi8(sign, sign);  // maddubs wants the unsigned operand: move a's sign onto b
-        }
+        const __m256i q = block_quants(arow[m][j], low4);
+        // maddubs wants the unsigned operand: a signed block moves its sign onto b
+        const __m256i qa = kSigned<Block> ? _mm256_sign_epi8(q, q) : q;
 #pragma GCC unroll 4
         for (int n = 0; n < RN; ++n) {
-          const __m256i qb = kQ4 ? bq[n] : _mm256_sign_epi8(bq[n], sign);
+          const __m256i qb = kSigned<Block> ? _mm256_sign_epi8(bq[n], q) : bq[n];
           const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, qb), ones);
           acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&scale[m][n][i]), acc[m][n]);
         }
@@ -212,6 +243,7 @@ TESSERA_AVX2 void tile_quant(const TileArgs& t) {
 TESSERA_AVX2 void quantize_q8_row(const float* src, char* dst, int64_t k) {
   auto* ds = reinterpret_cast<float*>(dst + k);
   float* cs = ds + k / 32;
+  float* ss = cs + k / 32;
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 half = _mm256_set1_ps(0.5f);
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -247,7 +279,9 @@ TESSERA_AVX2 void quantize_q8_row(const float* src, char* dst, int64_t k) {
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-    cs[j] = static_cast<float>(8 * _mm_cvtsi128_si32(s4)) * ds[j];
+    const int sum = _mm_cvtsi128_si32(s4);
+    cs[j] = static_cast<float>(8 * sum) * ds[j];
+    ss[j] = fp16_to_fp32(fp32_to_fp16(static_cast<float>(sum) * d));
   }
 }
 
@@ -265,6 +299,10 @@ void fill(KernelTable& t) {
   t.tile[static_cast<int>(WeightKind::BF16)][RM - 1][RN - 1] = tile_float<WeightKind::BF16, RM, RN>;
   t.tile[static_cast<int>(WeightKind::Q4_0)][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
   t.tile[static_cast<int>(WeightKind::Q8_0)][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q4_1)][RM - 1][RN - 1] = tile_quant<BlockQ4_1, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q5_0)][RM - 1][RN - 1] = tile_quant<BlockQ5_0, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q5_1)][RM - 1][RN - 1] = tile_quant<BlockQ5_1, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::IQ4_NL)][RM - 1][RN - 1] = tile_quant<BlockIQ4_NL, RM, RN>;
 }
 
 template <int... I>
@@ -290,6 +328,7 @@ const KernelTable* avx2_kernels() noexcept {
     fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
     t.quantize_q8_row = quantize_q8_row;
     t.f16_to_f32_row = f16_to_f32_row;
+    fill_kquant_avx2(t);  // the K-quants and IQ4_XS, and the Q8_K quantizer
     return &t;
   }();
   return table;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "tessera/convert.h"
@@ -50,6 +51,10 @@ void tile_float(const TileArgs& t) noexcept {
   }
 }
 
+// Bit 4 of element j of a Q5_0/Q5_1 block.
+inline int high_bit(const uint8_t qh[4], int j) noexcept { return (qh[j / 8] >> (j % 8)) & 1; }
+
+// sum(v * b) over a block, v the block's integer values (x = d * v, or x = d * v + m).
 int32_t block_dot(const BlockQ4_0& a, const int8_t* b) noexcept {
   int32_t s = 0;
   for (int j = 0; j < 16; ++j) {
@@ -65,6 +70,34 @@ int32_t block_dot(const BlockQ8_0& a, const int8_t* b) noexcept {
   return s;
 }
 
+int32_t block_dot(const BlockQ4_1& a, const int8_t* b) noexcept {
+  int32_t s = 0;
+  for (int j = 0; j < 16; ++j) s += (a.qs[j] & 0x0f) * b[j] + (a.qs[j] >> 4) * b[j + 16];
+  return s;
+}
+
+template <class Block>
+int32_t five_bit_dot(const Block& a, const int8_t* b, int offset) noexcept {
+  int32_t s = 0;
+  for (int j = 0; j < 16; ++j) {
+    s += (((a.qs[j] & 0x0f) | (high_bit(a.qh, j) << 4)) - offset) * b[j];
+    s += (((a.qs[j] >> 4) | (high_bit(a.qh, j + 16) << 4)) - offset) * b[j + 16];
+  }
+  return s;
+}
+int32_t block_dot(const BlockQ5_0& a, const int8_t* b) noexcept { return five_bit_dot(a, b, 16); }
+int32_t block_dot(const BlockQ5_1& a, const int8_t* b) noexcept { return five_bit_dot(a, b, 0); }
+
+int32_t block_dot(const BlockIQ4_NL& a, const int8_t* b) noexcept {
+  int32_t s = 0;
+  for (int j = 0; j < 16; ++j) s += kIq4Values[a.qs[j] & 0x0f] * b[j] + kIq4Values[a.qs[j] >> 4] * b[j + 16];
+  return s;
+}
+
+// Q4_1 and Q5_1 add m to every element: m * sum(b), with ggml's Q8_1 sum s of b's block.
+template <class Block>
+constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+
 template <class Block, int RM, int RN>
 void tile_quant(const TileArgs& t) noexcept {
   const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32;
@@ -73,11 +106,13 @@ void tile_quant(const TileArgs& t) noexcept {
     for (int n = 0; n < RN; ++n) {
       const auto* bq = reinterpret_cast<const int8_t*>(t.b + n * t.b_stride);
       const auto* bd = reinterpret_cast<const float*>(bq + t.k);
+      const float* bs = bd + 2 * (t.k / 32);
       float* acc = t.acc + (m * RN + n) * kAccLanes;
       float s = t.first ? 0.0f : acc[0];
       for (int64_t j = j0; j < j1; ++j) {
         const float d = fp16_to_fp32(ablk[j].d) * bd[j];
         s += static_cast<float>(block_dot(ablk[j], bq + 32 * j)) * d;
+        if constexpr (kHasMin<Block>) s += fp16_to_fp32(ablk[j].m) * bs[j];
       }
       if (t.last)
         t.dst[n * t.dst_stride + m] = s;
@@ -91,6 +126,7 @@ void quantize_q8_row(const float* src, char* dst, int64_t k) noexcept {
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* ds = reinterpret_cast<float*>(dst + k);
   float* cs = ds + k / 32;
+  float* ss = cs + k / 32;
   for (int64_t j = 0; j < k / 32; ++j) {
     const float* x = src + 32 * j;
     float amax = 0.0f;
@@ -104,6 +140,20 @@ void quantize_q8_row(const float* src, char* dst, int64_t k) noexcept {
       sum += qs[32 * j + i];
     }
     cs[j] = static_cast<float>(8 * sum) * ds[j];
+    ss[j] = fp16_to_fp32(fp32_to_fp16(static_cast<float>(sum) * d));
+  }
+}
+
+void quantize_q8k_row(const float* src, char* dst, int64_t k) noexcept {
+  auto* qs = reinterpret_cast<int8_t*>(dst);
+  auto* ds = reinterpret_cast<float*>(dst + k);
+  auto* bsums = reinterpret_cast<int16_t*>(ds + k / 256);
+  BlockQ8_K blk;
+  for (int64_t j = 0; j < k / 256; ++j) {
+    ref::quantize_row_q8_k(src + 256 * j, &blk, 256);
+    std::memcpy(qs + 256 * j, blk.qs, 256);
+    ds[j] = blk.d;
+    std::memcpy(bsums + 16 * j, blk.bsums, sizeof blk.bsums);
   }
 }
 
@@ -116,6 +166,10 @@ void fill(KernelTable& t) {
   t.tile[2][RM - 1][RN - 1] = tile_float<WeightKind::BF16, RM, RN>;
   t.tile[3][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
   t.tile[4][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q4_1)][RM - 1][RN - 1] = tile_quant<BlockQ4_1, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q5_0)][RM - 1][RN - 1] = tile_quant<BlockQ5_0, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q5_1)][RM - 1][RN - 1] = tile_quant<BlockQ5_1, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::IQ4_NL)][RM - 1][RN - 1] = tile_quant<BlockIQ4_NL, RM, RN>;
 }
 
 template <int... I>
@@ -128,7 +182,9 @@ KernelTable make_scalar() {
   t.isa = "scalar";
   fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
   t.quantize_q8_row = quantize_q8_row;
+  t.quantize_q8k_row = quantize_q8k_row;
   t.f16_to_f32_row = f16_row;
+  fill_kquant_scalar(t);
   return t;
 }
 

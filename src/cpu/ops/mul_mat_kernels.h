@@ -6,10 +6,13 @@
 // K ranges in `acc` and reduced in a fixed order on the last range, so every kernel shape (and every
 // K split) gives the same bits for the same element: results never depend on tiling or threads.
 //
-// Prepared b rows: f32 for float weights; for Q4_0/Q8_0 weights, b is quantized to Q8_0 once per
-// row into the "q8 row" layout: K int8 quants, then K/32 f32 scales d (each an fp16-rounded value, so
-// the numbers are exactly those of quantize_row_q8_0), then K/32 f32 values c = 8 * sum(q) * d (what
-// Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the unsigned nibbles directly).
+// Prepared b rows: f32 for float weights. For the 32-element quantized types, b is quantized to
+// Q8_0 once per row into the "q8 row" layout: K int8 quants, then K/32 f32 scales d (each an
+// fp16-rounded value, so the numbers are exactly those of quantize_row_q8_0), then K/32 f32 values
+// c = 8 * sum(q) * d (what Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the
+// unsigned nibbles directly), then K/32 f32 values s = fp16(sum(q) * amax / 127) (ggml's Q8_1 sum,
+// which the minimum of Q4_1/Q5_1 multiplies). For the K-quants and IQ4_XS, b is quantized to Q8_K
+// into the "q8k row" layout: K int8 quants, K/256 f32 scales, K/16 int16 sums of 16 quants.
 #include <cstddef>
 #include <cstdint>
 
@@ -40,7 +43,24 @@ using TileFn = void (*)(const TileArgs&);
 
 // Weight kinds with a tile kernel (non-quantized weights that are not F32 contiguous are either
 // read as F16/BF16 rows or converted to F32 by the driver).
-enum class WeightKind : int { F32, F16, BF16, Q4_0, Q8_0, Count_ };
+enum class WeightKind : int {
+  F32,
+  F16,
+  BF16,
+  Q4_0,
+  Q8_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  IQ4_NL,
+  Q2_K,
+  Q3_K,
+  Q4_K,
+  Q5_K,
+  Q6_K,
+  IQ4_XS,
+  Count_
+};
 inline constexpr int kWeightKinds = static_cast<int>(WeightKind::Count_);
 
 struct KernelTable {
@@ -48,15 +68,48 @@ struct KernelTable {
   TileFn tile[kWeightKinds][kMaxRM][kMaxRN] = {};  // [kind][rm - 1][rn - 1]
   // Quantizes k floats (k % 32 == 0) into a q8 row at dst (see above).
   void (*quantize_q8_row)(const float* src, char* dst, int64_t k) = nullptr;
+  // Quantizes k floats (k % 256 == 0) into a q8k row at dst (see above).
+  void (*quantize_q8k_row)(const float* src, char* dst, int64_t k) = nullptr;
   // Converts k halves to floats.
   void (*f16_to_f32_row)(const uint16_t* src, float* dst, int64_t k) = nullptr;
 };
 
+// How b is prepared for a weight kind.
+enum class Activation { F32, Q8, Q8K };
+inline constexpr Activation activation_of(WeightKind kind) noexcept {
+  return kind >= WeightKind::Q2_K   ? Activation::Q8K
+         : kind >= WeightKind::Q4_0 ? Activation::Q8
+                                    : Activation::F32;
+}
+
 // Bytes of one q8 row of k elements (k % 32 == 0), padded so rows stay 64-byte aligned.
 inline size_t q8_row_bytes(int64_t k) noexcept {
-  const size_t raw = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 2 * sizeof(float);
+  const size_t raw = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 3 * sizeof(float);
   return (raw + 63) / 64 * 64;
 }
+
+// Bytes of one q8k row of k elements (k % 256 == 0), padded so rows stay 64-byte aligned.
+inline size_t q8k_row_bytes(int64_t k) noexcept {
+  const size_t raw = static_cast<size_t>(k) + static_cast<size_t>(k / 256) * sizeof(float) +
+                     static_cast<size_t>(k / 16) * sizeof(int16_t);
+  return (raw + 63) / 64 * 64;
+}
+
+// The pieces of a q8k row.
+struct Q8KRow {
+  const int8_t* qs;
+  const float* d;
+  const int16_t* bsums;
+};
+inline Q8KRow q8k_row(const char* row, int64_t k) noexcept {
+  const auto* qs = reinterpret_cast<const int8_t*>(row);
+  const auto* d = reinterpret_cast<const float*>(row + k);
+  return {qs, d, reinterpret_cast<const int16_t*>(d + k / 256)};
+}
+
+// The K-quant and IQ4_XS tile kernels, in files of their own (mul_mat_kquants*.cpp).
+void fill_kquant_scalar(KernelTable& t);
+void fill_kquant_avx2(KernelTable& t);  // only called where the CPU has AVX2/FMA/F16C
 
 const KernelTable& scalar_kernels() noexcept;
 // The AVX2/FMA/F16C kernels, or nullptr where they are not compiled in or the CPU lacks them.

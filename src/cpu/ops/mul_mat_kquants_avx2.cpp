@@ -1,0 +1,397 @@
+// AVX2 MUL_MAT tile kernels of the K-quants (Q2_K ... Q6_K) and IQ4_XS against b in Q8_K, and the
+// AVX2 Q8_K quantizer (bit for bit ref::quantize_row_q8_k). Chosen at run time with the other AVX2
+// kernels (mul_mat_avx2.cpp).
+//
+// A super-block is eight chunks of 32 elements. Each chunk's quants become 32 unsigned bytes u (or
+// signed values for IQ4_XS), maddubs multiplies them with b's quants into 16 int16 pair sums, and
+// madd weights those with the chunk's group scales into int32 lanes; one float multiply-add per
+// super-block applies d_a * d_b. Offsets folded into u (Q3_K's 4, Q6_K's 32) are taken back exactly
+// in integers through b's group sums; the minimums of Q2_K/Q4_K/Q5_K through them in float.
+#include "cpu/ops/mul_mat_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "cpu/ops/mul_mat_avx2.h"
+#include "tessera/blocks.h"
+#include "tessera/convert.h"
+
+namespace tessera::cpu::mm {
+namespace {
+
+using avx2::hsum;
+using avx2::load_acc;
+using avx2::store_acc;
+
+template <class Block>
+constexpr bool kGroups16 =
+    std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>;
+// How b's group sums enter: not at all, times dmin (the minimums), or exactly in the integer sum
+// (the offsets of Q3_K and Q6_K, times d).
+enum class Sums { None, Min, Offset };
+template <class Block>
+constexpr Sums kSums = std::is_same_v<Block, BlockIQ4_XS>                                       ? Sums::None
+                       : (std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>) ? Sums::Offset
+                                                                                                : Sums::Min;
+
+// A super-block's scales, ready for the chunk loop.
+struct Scales {
+  __m256i lo;    // int16 scales 0..7 in both 128-bit halves (32-element groups: all 8)
+  __m256i hi;    // 16-element groups: scales 8..15 in both halves
+  __m256i sums;  // the 16 int16 coefficients of b's 16 group sums
+  float d, dmin;
+};
+
+TESSERA_AVX2 inline __m128i bytes_of(uint64_t lo, uint64_t hi) {
+  return _mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo));
+}
+
+TESSERA_AVX2 inline void split16(__m256i s16, Scales& s) {
+  s.lo = _mm256_permute4x64_epi64(s16, 0x44);
+  s.hi = _mm256_permute4x64_epi64(s16, 0xee);
+}
+
+TESSERA_AVX2 inline Scales scales_of(const BlockQ2_K& b) {
+  Scales s;
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  split16(_mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)), s);
+  s.sums = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+  s.d = fp16_to_fp32(b.d);
+  s.dmin = fp16_to_fp32(b.dmin);
+  return s;
+}
+
+TESSERA_AVX2 inline Scales scales_of(const BlockQ3_K& b) {
+  // Low nibbles: scales 0..7 in bytes 0..7, 8..15 in their high nibbles. Top two bits: scale j's
+  // in byte 8 + j % 4 at bit 2 * (j / 4).
+  uint64_t low;
+  uint32_t top;
+  std::memcpy(&low, b.scales, 8);
+  std::memcpy(&top, b.scales + 8, 4);
+  constexpr uint64_t k4 = 0x0f0f0f0f0f0f0f0full;
+  constexpr uint32_t k2 = 0x03030303u;
+  const uint64_t top_lo = (top & k2) | (static_cast<uint64_t>((top >> 2) & k2) << 32);
+  const uint64_t top_hi = ((top >> 4) & k2) | (static_cast<uint64_t>((top >> 6) & k2) << 32);
+  const __m128i packed = bytes_of((low & k4) | (top_lo << 4), ((low >> 4) & k4) | (top_hi << 4));
+  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(packed, _mm_set1_epi8(32)));
+  Scales s;
+  split16(s16, s);
+  s.sums = _mm256_slli_epi16(s16, 2);  // u = q + 4
+  s.d = fp16_to_fp32(b.d);
+  s.dmin = 0.0f;
+  return s;
+}
+
+// Q4_K / Q5_K: the 6-bit scales and minimums of k_scale_min, four at a time in 32-bit words.
+template <class Block>
+TESSERA_AVX2 inline Scales scales_4_5(const Block& b) {
+  uint32_t w[3];
+  std::memcpy(w, b.scales, 12);
+  const uint32_t sc_lo = w[0] & 0x3f3f3f3fu;
+  const uint32_t mn_lo = w[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+  Scales s;
+  s.lo = _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(bytes_of(sc_lo | (static_cast<uint64_t>(sc_hi) << 32), 0)));
+  s.hi = s.lo;
+  const __m128i mins = bytes_of(mn_lo | (static_cast<uint64_t>(mn_hi) << 32), 0);
+  s.sums = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));  // one minimum per two groups of 16
+  s.d = fp16_to_fp32(b.d);
+  s.dmin = fp16_to_fp32(b.dmin);
+  return s;
+}
+TESSERA_AVX2 inline Scales scales_of(const BlockQ4_K& b) { return scales_4_5(b); }
+TESSERA_AVX2 inline Scales scales_of(const BlockQ5_K& b) { return scales_4_5(b); }
+
+TESSERA_AVX2 inline Scales scales_of(const BlockQ6_K& b) {
+  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  Scales s;
+  split16(s16, s);
+  s.sums = _mm256_slli_epi16(s16, 5);  // u = q + 32
+  s.d = fp16_to_fp32(b.d);
+  s.dmin = 0.0f;
+  return s;
+}
+
+TESSERA_AVX2 inline Scales scales_of(const BlockIQ4_XS& b) {
+  alignas(16) int16_t sc[8];
+  for (int g = 0; g < 8; ++g) {
+    const int low = (b.scales_l[g / 2] >> (4 * (g % 2))) & 0x0f;
+    const int high = (b.scales_h >> (2 * g)) & 3;
+    sc[g] = static_cast<int16_t>((low | (high << 4)) - 32);
+  }
+  Scales s;
+  s.lo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+  s.hi = s.lo;
+  s.sums = _mm256_setzero_si256();
+  s.d = fp16_to_fp32(b.d);
+  s.dmin = 0.0f;
+  return s;
+}
+
+// Shuffles that spread chunk c's scales over its 16 int16 lanes: one scale (32-element groups), or
+// scale 2c in the low half and 2c + 1 in the high one (16-element groups).
+struct PickMasks {
+  alignas(32) uint8_t one[8][32];
+  alignas(32) uint8_t two[4][32];
+  constexpr PickMasks() : one{}, two{} {
+    for (int c = 0; c < 8; ++c)
+      for (int i = 0; i < 32; ++i) one[c][i] = static_cast<uint8_t>(2 * c + i % 2);
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 32; ++i) two[c][i] = static_cast<uint8_t>(4 * c + (i >= 16 ? 2 : 0) + i % 2);
+  }
+};
+constexpr PickMasks kPick;
+
+template <class Block>
+TESSERA_AVX2 inline __m256i chunk_scales(const Scales& s, int c) {
+  if constexpr (kGroups16<Block>) {
+    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.two[c % 4]));
+    return _mm256_shuffle_epi8(c < 4 ? s.lo : s.hi, mask);
+  } else {
+    return _mm256_shuffle_epi8(s.lo, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.one[c])));
+  }
+}
+
+// Moves the bits of every byte left by `by` (right when negative); the callers mask afterwards.
+TESSERA_AVX2 inline __m256i shift_bits(__m256i v, int by) {
+  return by >= 0 ? _mm256_slli_epi16(v, by) : _mm256_srli_epi16(v, -by);
+}
+
+TESSERA_AVX2 inline __m256i load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Chunks 2i and 2i + 1 of a super-block as the bytes u the kernel multiplies.
+TESSERA_AVX2 inline void chunk_pair(const BlockQ2_K& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i v = load32(b.qs + 32 * (i / 2));
+  const int p = 2 * (i % 2);
+  const __m256i three = _mm256_set1_epi8(3);
+  u0 = _mm256_and_si256(_mm256_srli_epi16(v, 2 * p), three);
+  u1 = _mm256_and_si256(_mm256_srli_epi16(v, 2 * p + 2), three);
+}
+
+TESSERA_AVX2 inline void chunk_pair(const BlockQ3_K& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i v = load32(b.qs + 32 * (i / 2));
+  const __m256i h = load32(b.hmask);
+  const int p = 2 * (i % 2);
+  const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  // The high bit of chunk c is bit c of hmask; set, it adds 4 (u = q + 4).
+  u0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * p), three),
+                       _mm256_and_si256(shift_bits(h, 2 - 2 * i), four));
+  u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * p + 2), three),
+                       _mm256_and_si256(shift_bits(h, 1 - 2 * i), four));
+}
+
+TESSERA_AVX2 inline void chunk_pair(const BlockQ4_K& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i v = load32(b.qs + 32 * i);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  u0 = _mm256_and_si256(v, low4);
+  u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+}
+
+TESSERA_AVX2 inline void chunk_pair(const BlockQ5_K& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i v = load32(b.qs + 32 * i);
+  const __m256i h = load32(b.qh);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
+  // The fifth bit of chunk c is bit c of qh.
+  u0 = _mm256_or_si256(_mm256_and_si256(v, low4), _mm256_and_si256(shift_bits(h, 4 - 2 * i), bit4));
+  u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4),
+                       _mm256_and_si256(shift_bits(h, 3 - 2 * i), bit4));
+}
+
+TESSERA_AVX2 inline void chunk_pair(const BlockQ6_K& b, int i, __m256i& u0, __m256i& u1) {
+  // Chunk 4h + k: nibble k / 2 of ql[64h + 32 (k % 2) + l], bits 2k, 2k + 1 of qh[32h + l].
+  const int half = i / 2, k0 = 2 * (i % 2);
+  const __m256i l0 = load32(b.ql + 64 * half);
+  const __m256i l1 = load32(b.ql + 64 * half + 32);
+  const __m256i h = load32(b.qh + 32 * half);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+  const int nib = 4 * (i % 2);
+  u0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, nib), low4),
+                       _mm256_and_si256(shift_bits(h, 4 - 2 * k0), top2));
+  u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, nib), low4),
+                       _mm256_and_si256(shift_bits(h, 2 - 2 * k0), top2));
+}
+
+// IQ4_XS: signed grid values (group g: low nibbles of qs[16g..], then the high ones).
+TESSERA_AVX2 inline void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i raw = load32(b.qs + 32 * i);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i lo = _mm256_and_si256(raw, low4);
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+  const __m256i grid =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+  u0 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x20));
+  u1 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+template <class Block, int RM, int RN>
+TESSERA_AVX2 void tile_kquant(const TileArgs& t) {
+  constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
+  __m256 acc[RM][RN];
+  load_acc<RM, RN>(t, acc);
+  const int64_t j0 = t.k0 / 256, j1 = t.k1 / 256;
+  Q8KRow brow[RN];
+#pragma GCC unroll 4
+  for (int n = 0; n < RN; ++n) brow[n] = q8k_row(t.b + n * t.b_stride, t.k);
+  for (int64_t j = j0; j < j1; ++j) {
+#pragma GCC unroll 4
+    for (int m = 0; m < RM; ++m) {
+      const Block& blk = reinterpret_cast<const Block*>(t.a + m * t.a_stride)[j];
+      const Scales s = scales_of(blk);
+      __m256i isum[RN];
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n) isum[n] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        __m256i u0, u1;
+        chunk_pair(blk, i, u0, u1);
+        const __m256i sc0 = chunk_scales<Block>(s, 2 * i);
+        const __m256i sc1 = chunk_scales<Block>(s, 2 * i + 1);
+        __m256i a0 = u0, a1 = u1;
+        if constexpr (kSignedQ) {  // maddubs wants the unsigned operand: a's sign moves onto b
+          a0 = _mm256_sign_epi8(u0, u0);
+          a1 = _mm256_sign_epi8(u1, u1);
+        }
+#pragma GCC unroll 4
+        for (int n = 0; n < RN; ++n) {
+          const int8_t* q = brow[n].qs + 256 * j + 64 * i;
+          __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+          __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
+          if constexpr (kSignedQ) {
+            q0 = _mm256_sign_epi8(q0, u0);
+            q1 = _mm256_sign_epi8(q1, u1);
+          }
+          const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(a0, q0), sc0);
+          const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(a1, q1), sc1);
+          isum[n] = _mm256_add_epi32(isum[n], _mm256_add_epi32(p0, p1));
+        }
+      }
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n) {
+        const float db = brow[n].d[j];
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j));
+        if constexpr (kSums<Block> == Sums::Offset)
+          isum[n] = _mm256_sub_epi32(isum[n], _mm256_madd_epi16(s.sums, bsums));
+        acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_set1_ps(s.d * db), acc[m][n]);
+        if constexpr (kSums<Block> == Sums::Min)
+          acc[m][n] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s.sums, bsums)),
+                                       _mm256_set1_ps(s.dmin * db), acc[m][n]);
+      }
+    }
+  }
+  if (!t.last) {
+    store_acc<RM, RN>(t, acc);
+    return;
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < RM; ++m)
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n) t.dst[n * t.dst_stride + m] = hsum(acc[m][n]);
+}
+
+TESSERA_AVX2 inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+TESSERA_AVX2 inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Same bits as ref::quantize_row_q8_k: the first element of largest magnitude sets the scale
+// (-127 / max), quants round to nearest even and clamp at 127.
+TESSERA_AVX2 void quantize_q8k_row(const float* src, char* dst, int64_t k) {
+  auto* qs = reinterpret_cast<int8_t*>(dst);
+  auto* ds = reinterpret_cast<float*>(dst + k);
+  auto* bsums = reinterpret_cast<int16_t*>(ds + k / 256);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t j = 0; j < k / 256; ++j) {
+    const float* x = src + 256 * j;
+    // max(|x|, acc) ignores NaNs as the scalar comparison does
+    __m256 amax8 = _mm256_setzero_ps();
+    for (int i = 0; i < 32; ++i)
+      amax8 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)), amax8);
+    const float amax = hmax(amax8);
+    if (amax == 0.0f) {
+      std::memset(qs + 256 * j, 0, 256);
+      ds[j] = 0.0f;
+      std::memset(bsums + 16 * j, 0, 32);
+      continue;
+    }
+    float max = 0.0f;
+    const __m256 target = _mm256_set1_ps(amax);
+    for (int i = 0; i < 32; ++i) {
+      const int hits = _mm256_movemask_ps(
+          _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)), target, _CMP_EQ_OQ));
+      if (hits != 0) {
+        max = x[8 * i + __builtin_ctz(static_cast<unsigned>(hits))];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m256 vs = _mm256_set1_ps(iscale);
+    const __m256i top = _mm256_set1_epi32(127);
+    for (int c = 0; c < 8; ++c) {
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i) {
+        const __m256 v = _mm256_mul_ps(vs, _mm256_loadu_ps(x + 32 * c + 8 * i));
+        q[i] = _mm256_min_epi32(
+            _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), top);
+      }
+      const __m256i bytes =
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 256 * j + 32 * c),
+                          _mm256_permutevar8x32_epi32(bytes, order));
+      bsums[16 * j + 2 * c] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[0], q[1])));
+      bsums[16 * j + 2 * c + 1] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[2], q[3])));
+    }
+    ds[j] = 1.0f / iscale;
+  }
+}
+
+template <int RM, int RN>
+void fill(KernelTable& t) {
+  t.tile[static_cast<int>(WeightKind::Q2_K)][RM - 1][RN - 1] = tile_kquant<BlockQ2_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q3_K)][RM - 1][RN - 1] = tile_kquant<BlockQ3_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q4_K)][RM - 1][RN - 1] = tile_kquant<BlockQ4_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q5_K)][RM - 1][RN - 1] = tile_kquant<BlockQ5_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q6_K)][RM - 1][RN - 1] = tile_kquant<BlockQ6_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::IQ4_XS)][RM - 1][RN - 1] = tile_kquant<BlockIQ4_XS, RM, RN>;
+}
+
+template <int... I>
+void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
+  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
+}
+
+}  // namespace
+
+void fill_kquant_avx2(KernelTable& t) {
+  fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
+  t.quantize_q8k_row = quantize_q8k_row;
+}
+
+}  // namespace tessera::cpu::mm
+
+#else  // not x86
+
+namespace tessera::cpu::mm {
+void fill_kquant_avx2(KernelTable&) {}
+}  // namespace tessera::cpu::mm
+
+#endif
