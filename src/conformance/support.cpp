@@ -68,23 +68,24 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
     return *types.src[i];
   };
   const Fill near_one = Fill::NearOne;  // keeps DIV and the norms away from tiny values
+  // Ops that take block types get rows of kSuperBlock elements: whole blocks of every type.
   Tensor* node = nullptr;
   switch (op) {
     case Op::Dup:
-      node = ops::dup(ctx, leaf(src(0), {64, 4, 1, 1}, near_one, 0));
+      node = ops::dup(ctx, leaf(src(0), {kSuperBlock, 4, 1, 1}, near_one, 0));
       break;
     case Op::Cont:
-      node = ops::cont(ctx, leaf(src(0), {64, 4, 1, 1}, near_one, 0));
+      node = ops::cont(ctx, leaf(src(0), {kSuperBlock, 4, 1, 1}, near_one, 0));
       break;
     case Op::Cpy:
-      node =
-          ops::cpy(ctx, leaf(src(0), {64, 4, 1, 1}, near_one, 0), leaf(src(1), {64, 4, 1, 1}, Fill::Zero, 0));
+      node = ops::cpy(ctx, leaf(src(0), {kSuperBlock, 4, 1, 1}, near_one, 0),
+                      leaf(src(1), {kSuperBlock, 4, 1, 1}, Fill::Zero, 0));
       break;
     case Op::Repeat:
       node = ops::repeat(ctx, leaf(src(0), {64, 1, 1, 1}, near_one, 0), ctx.new_tensor(DType::F32, 64, 4));
       break;
     case Op::GetRows:
-      node = ops::get_rows(ctx, leaf(src(0), {64, 5, 1, 1}, near_one, 0),
+      node = ops::get_rows(ctx, leaf(src(0), {kSuperBlock, 5, 1, 1}, near_one, 0),
                            leaf(src(1), {3, 1, 1, 1}, Fill::Indices, 5));
       break;
     case Op::Concat:
@@ -141,8 +142,8 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
       node = ops::timestep_embedding(ctx, leaf(src(0), {4, 1, 1, 1}, Fill::Uniform, 0), 16, 10000);
       break;
     case Op::MulMat:
-      node = ops::mul_mat(ctx, leaf(src(0), {64, 8, 1, 1}, Fill::Uniform, 0),
-                          leaf(src(1), {64, 3, 1, 1}, Fill::Uniform, 0));
+      node = ops::mul_mat(ctx, leaf(src(0), {kSuperBlock, 8, 1, 1}, Fill::Uniform, 0),
+                          leaf(src(1), {kSuperBlock, 3, 1, 1}, Fill::Uniform, 0));
       break;
     case Op::DiagMaskInf:
       node = ops::diag_mask_inf(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), 1);

@@ -276,7 +276,7 @@ TEST(CpuCopy, QuantizedSourcesDequantize) {
 // types, every other row for quantized ones) into a destination of another shape where allowed.
 // Expected values: the source's logical values converted row by row with the format functions.
 TEST(CpuCopy, EveryTypePairThroughStrides) {
-  constexpr int64_t kN0 = 64, kRows = 3;
+  constexpr int64_t kN0 = kSuperBlock, kRows = 3;  // rows of whole blocks of every type
   for (DType st : kAllDTypes) {
     for (DType dt : kAllDTypes) {
       if (!op_types_defined(Op::Cpy, OpTypes{dt, {st, dt}})) continue;  // not in the op table

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "opencl/opencl_test_util.h"
+#include "tessera/blocks.h"
 #include "tessera/convert.h"
 #include "tessera/cpu.h"
 #include "tessera/error.h"
@@ -176,14 +177,14 @@ TEST(DeviceBackend, SupportsTheDataMovementOpsOfEveryType) {
   Context ctx;
   for (DType s : kAllDTypes) {
     if (!op_types_defined(Op::Dup, OpTypes{s, {s}})) continue;  // not in the op table
-    Tensor* a = ctx.new_tensor(s, 64, 3);
+    Tensor* a = ctx.new_tensor(s, kSuperBlock, 3);
     EXPECT_TRUE(backend->supports(*ops::dup(ctx, a))) << name(s);
     EXPECT_TRUE(backend->supports(*ops::cont(ctx, ops::permute(ctx, a, 0, 2, 1, 3)))) << name(s);
     EXPECT_TRUE(backend->supports(*ops::get_rows(ctx, a, ctx.new_tensor(DType::I32, 2)))) << name(s);
-    EXPECT_TRUE(backend->supports(*ops::reshape(ctx, a, 64 * 3))) << name(s);
+    EXPECT_TRUE(backend->supports(*ops::reshape(ctx, a, kSuperBlock * 3))) << name(s);
     for (DType d : kAllDTypes) {
       if (!op_types_defined(Op::Cpy, OpTypes{d, {s, d}})) continue;  // not a valid CPY
-      EXPECT_TRUE(backend->supports(*ops::cpy(ctx, a, ctx.new_tensor(d, 64, 3))))
+      EXPECT_TRUE(backend->supports(*ops::cpy(ctx, a, ctx.new_tensor(d, kSuperBlock, 3))))
           << name(s) << "->" << name(d);
     }
   }
