@@ -4,14 +4,11 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstddef>
 #include <cstring>
 #include <numeric>
 
 #include "core/check.h"
-#include "tessera/blocks.h"
 #include "tessera/buffer.h"
-#include "tessera/convert.h"
 #include "tessera/cpu.h"
 #include "tessera/graph.h"
 #include "tessera/quant.h"
@@ -64,56 +61,10 @@ void place(const Graph& g, BufferType& type, Placement& p) {
   for (Tensor* t : g.nodes()) resolve_view_data(*t);
 }
 
-// Where a block type keeps its fp16 scales (d, and dmin or m where it has one).
-struct ScaleFields {
-  size_t d, dmin;
-  bool has_min;
-};
-ScaleFields scale_fields(DType type) {
-  switch (type) {
-    case DType::Q2_K:
-      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin), true};
-    case DType::Q3_K:
-      return {offsetof(BlockQ3_K, d), 0, false};
-    case DType::Q4_K:
-      return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin), true};
-    case DType::Q5_K:
-      return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin), true};
-    case DType::Q6_K:
-      return {offsetof(BlockQ6_K, d), 0, false};
-    case DType::IQ4_NL:
-      return {offsetof(BlockIQ4_NL, d), 0, false};
-    case DType::IQ4_XS:
-      return {offsetof(BlockIQ4_XS, d), 0, false};
-    default:
-      TESSERA_ASSERT(false && "a type with a quantizer needs no random blocks");
-      return {};
-  }
-}
-
-// Random blocks for a type Tessera cannot quantize to yet: random quant bytes, and scales of a size
-// that puts the values near [-1, 1].
-std::vector<char> random_blocks(const Tensor& t, std::mt19937& rng) {
-  std::vector<char> bytes(t.nbytes());
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : bytes) b = static_cast<char>(byte(rng));
-  const ScaleFields f = scale_fields(t.type);
-  const size_t block = traits(t.type).block_bytes;
-  // The largest quant times scale of a K-quant is a few hundred; IQ4's grid reaches 127.
-  std::uniform_real_distribution<float> d(0.002f, 0.006f);
-  for (size_t off = 0; off + block <= bytes.size(); off += block) {
-    const uint16_t h = fp32_to_fp16(d(rng)), m = fp32_to_fp16(d(rng) * 8.0f);
-    std::memcpy(bytes.data() + off + f.d, &h, 2);
-    if (f.has_min) std::memcpy(bytes.data() + off + f.dmin, &m, 2);
-  }
-  return bytes;
-}
-
 // The ggml byte image of a leaf's initial value.
 std::vector<char> make_leaf_data(const Case::LeafSpec& spec, std::mt19937& rng) {
   const Tensor& t = *spec.tensor;
   const size_t n = static_cast<size_t>(t.nelements());
-  if (is_quantized(t.type) && !has_quantizer(t.type) && spec.fill != Fill::Zero) return random_blocks(t, rng);
   std::vector<char> bytes(t.nbytes());
   if (t.type == DType::I32) {
     std::vector<int32_t> v(n);

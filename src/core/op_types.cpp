@@ -6,8 +6,6 @@
 
 #include <algorithm>
 
-#include "tessera/quant.h"
-
 namespace tessera {
 namespace {
 
@@ -56,9 +54,7 @@ std::vector<OpTypeRule> rules_of(Op op) {
       // The result is a view of b. Every type converts to every type through f32, except that i32
       // copies only to i32 and f32.
       std::vector<OpTypeRule> rules;
-      // Into a quantized type only where Tessera has its quantizer (tessera/quant.h).
-      for (auto b : kAll.members())
-        if (!is_quantized(*b) || has_quantizer(*b)) rules.push_back(rule({*b}, {kWeights, {*b}}));
+      for (auto b : kAll.members()) rules.push_back(rule({*b}, {kWeights, {*b}}));
       rules.push_back(rule({I32}, {{I32}, {I32}}));
       rules.push_back(rule({F32}, {{I32}, {F32}}));
       return rules;

@@ -286,8 +286,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 }
 
 std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOptions& options) {
-  // Random weights are quantized from f32, so the type needs its quantizer.
-  if (!is_weight_type(spec.type) || !has_quantizer(spec.type))
+  if (!is_weight_type(spec.type))
     raise(ErrorCode::InvalidArgument, "synthetic model: weight type {} is not supported",
           tessera::name(spec.type));
   if (spec.n_embd <= 0 || spec.n_layer <= 0 || spec.n_head <= 0 || spec.n_head_kv <= 0 || spec.n_ff <= 0 ||

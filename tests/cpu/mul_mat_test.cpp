@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstddef>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -223,43 +221,6 @@ struct Built {
   Tensor* out = nullptr;
 };
 
-// Random weights: random values quantized, or for a type Tessera cannot quantize to yet, random
-// blocks (random bytes, small random fp16 scales).
-void fill_weights(Tensor* t, uint32_t seed) {
-  if (!is_quantized(t->type) || has_quantizer(t->type)) return fill_random(t, seed);
-  std::mt19937 rng(seed);
-  auto* bytes = static_cast<uint8_t*>(t->data);
-  for (size_t i = 0; i < t->nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng() & 0xff);
-  size_t d_at = 0, dmin_at = 0;
-  bool has_min = false;
-  switch (t->type) {
-    case DType::Q2_K:
-      d_at = offsetof(BlockQ2_K, d), dmin_at = offsetof(BlockQ2_K, dmin), has_min = true;
-      break;
-    case DType::Q3_K:
-      d_at = offsetof(BlockQ3_K, d);
-      break;
-    case DType::Q4_K:
-      d_at = offsetof(BlockQ4_K, d), dmin_at = offsetof(BlockQ4_K, dmin), has_min = true;
-      break;
-    case DType::Q5_K:
-      d_at = offsetof(BlockQ5_K, d), dmin_at = offsetof(BlockQ5_K, dmin), has_min = true;
-      break;
-    case DType::Q6_K:
-      d_at = offsetof(BlockQ6_K, d);
-      break;
-    default:  // IQ4_NL, IQ4_XS: d first
-      break;
-  }
-  std::uniform_real_distribution<float> d(0.002f, 0.006f);
-  const size_t block = traits(t->type).block_bytes;
-  for (size_t off = 0; off + block <= t->nbytes(); off += block) {
-    const uint16_t h = fp32_to_fp16(d(rng)), m = fp32_to_fp16(8.0f * d(rng));
-    std::memcpy(bytes + off + d_at, &h, 2);
-    if (has_min) std::memcpy(bytes + off + dmin_at, &m, 2);
-  }
-}
-
 Built build(const Case& c, uint32_t seed) {
   Built g;
   Context& ctx = *g.ctx;
@@ -267,11 +228,11 @@ Built build(const Case& c, uint32_t seed) {
   switch (c.a_layout) {
     case ALayout::Contiguous:
       g.a = ctx.new_tensor(c.type, c.k, c.m, c.a2, c.a3);
-      fill_weights(g.a, seed);
+      fill_random(g.a, seed);
       break;
     case ALayout::Permuted: {  // rows contiguous, dims 1 and 2 swapped (like a K cache view)
       Tensor* base = ctx.new_tensor(c.type, c.k, c.a2, c.m, c.a3);
-      fill_weights(base, seed);
+      fill_random(base, seed);
       g.a = ops::permute(ctx, base, 0, 2, 1, 3);
       break;
     }
