@@ -1,6 +1,5 @@
 // llama.cpp's logits for random-weight llama-architecture models (../shared/models/oracle, README
-// there): Tessera matches them on the CPU (every weight type) and with every layer on OpenCL0 (the
-// types its op library runs).
+// there): Tessera matches them on the CPU and with every layer on OpenCL0, for every weight type.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -105,6 +104,7 @@ std::vector<OracleRun> runs() {
 #if TESSERA_HAVE_OPENCL
   // Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
   on("OpenCL0", kFloatOracles);
+  on("OpenCL0", kQuantOracles);
 #endif
   return out;
 }
