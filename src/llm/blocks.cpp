@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/check.h"
 
 namespace tessera::llm {
@@ -46,26 +48,38 @@ Tensor* layer_norm(GraphBuild& b, Tensor* x, Tensor* weight, Tensor* bias, float
   return GraphBuild::named(n, what, il);
 }
 
+ops::RopeParams rope_params(const Hparams& h, RopeMode mode, bool windowed) {
+  ops::RopeParams rp;
+  rp.n_dims = static_cast<int>(h.n_rot);
+  rp.mode = mode;
+  rp.n_ctx_orig = static_cast<int>(h.rope_n_ctx_orig);
+  rp.freq_base = windowed ? h.rope_freq_base_swa : h.rope_freq_base;
+  rp.freq_scale = windowed ? h.rope_freq_scale_swa : h.rope_freq_scale;
+  rp.ext_factor = h.rope_yarn_ext_factor;
+  rp.attn_factor = h.rope_attn_factor;
+  return rp;
+}
+
 namespace {
 
-// Stores this batch's K ([n_embd_kv, n_tokens]) and V ([n_embd_kv, n_tokens]) at the batch's
+// Stores this batch's K ([n_embd_kv, n_tokens]) and V ([n_embd_v_kv, n_tokens]) at the batch's
 // cells, one copy per contiguous run. A run's shapes depend only on its length, so a generation
 // step's stores look the same at every position (only the view offsets move).
 void store_kv(GraphBuild& b, int64_t il, Tensor* k, Tensor* v) {
   Tensor* k_cache = b.cache.k(il);
   Tensor* v_cache = b.cache.v(il);
-  const int64_t n_embd_kv = k->ne[0];
+  const int64_t n_embd_kv = k->ne[0], n_embd_v_kv = v->ne[0];
   const size_t es = traits(v_cache->type).block_bytes;
   for (const KvRun& r : b.runs) {
     Tensor* k_src = ops::view(b.ctx, k, {n_embd_kv, r.n, 1, 1}, k->nb[1], k->nb[1] * r.n, k->nb[1] * r.n,
                               static_cast<size_t>(r.token) * k->nb[1]);
     Tensor* k_dst = ops::view(b.ctx, k_cache, {n_embd_kv, r.n, 1, 1}, k_cache->nb[1], k_cache->nb[1] * r.n,
                               k_cache->nb[1] * r.n, static_cast<size_t>(r.cell) * k_cache->nb[1]);
-    Tensor* v_src = ops::view(b.ctx, v, {n_embd_kv, r.n, 1, 1}, v->nb[1], v->nb[1] * r.n, v->nb[1] * r.n,
+    Tensor* v_src = ops::view(b.ctx, v, {n_embd_v_kv, r.n, 1, 1}, v->nb[1], v->nb[1] * r.n, v->nb[1] * r.n,
                               static_cast<size_t>(r.token) * v->nb[1]);
     Tensor* v_dst =
-        ops::view(b.ctx, v_cache, {r.n, n_embd_kv, 1, 1}, v_cache->nb[1], v_cache->nb[1] * n_embd_kv,
-                  v_cache->nb[1] * n_embd_kv, static_cast<size_t>(r.cell) * es);
+        ops::view(b.ctx, v_cache, {r.n, n_embd_v_kv, 1, 1}, v_cache->nb[1], v_cache->nb[1] * n_embd_v_kv,
+                  v_cache->nb[1] * n_embd_v_kv, static_cast<size_t>(r.cell) * es);
     // Expanded before the attention that reads the cache, so the stores run first.
     b.graph.expand(GraphBuild::named(ops::cpy(b.ctx, k_src, k_dst), "k_store", il));
     b.graph.expand(GraphBuild::named(ops::cpy(b.ctx, ops::transpose(b.ctx, v_src), v_dst), "v_store", il));
@@ -76,14 +90,34 @@ void store_kv(GraphBuild& b, int64_t il, Tensor* k, Tensor* v) {
 
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p) {
   const Hparams& h = b.model.hparams();
-  const int64_t hd = h.head_dim(), n_embd_kv = h.n_embd_kv(), n_tokens = b.n_tokens, n_kv = b.n_kv;
+  const int64_t hd = h.head_dim(), hd_v = h.head_dim_v(), n_embd_kv = h.n_embd_kv(), n_tokens = b.n_tokens,
+                n_kv = b.n_kv;
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
-  Tensor* q = ops::reshape(ctx, named(ops::mul_mat(ctx, l.wq, cur), "q", il), hd, h.n_head, n_tokens);
-  Tensor* k = ops::reshape(ctx, named(ops::mul_mat(ctx, l.wk, cur), "k", il), hd, h.n_head_kv, n_tokens);
-  Tensor* v = named(ops::mul_mat(ctx, l.wv, cur), "v", il);  // [n_embd_kv, n_tokens]
+  Tensor *q = nullptr, *k = nullptr, *v = nullptr;
+  if (l.wqkv != nullptr) {
+    // One projection, rows Q then K then V; the heads are views into it.
+    Tensor* qkv = named(ops::mul_mat(ctx, l.wqkv, cur), "qkv", il);
+    const size_t es = sizeof(float), row = qkv->nb[1], all = row * static_cast<size_t>(n_tokens);
+    q = ops::view(ctx, qkv, {hd, h.n_head, n_tokens, 1}, hd * es, row, all, 0);
+    k = ops::view(ctx, qkv, {hd, h.n_head_kv, n_tokens, 1}, hd * es, row, all,
+                  static_cast<size_t>(h.n_embd_q()) * es);
+    v = ops::view(ctx, qkv, {h.n_embd_v_kv(), n_tokens, 1, 1}, row, all, all,
+                  static_cast<size_t>(h.n_embd_q() + n_embd_kv) * es);
+  } else {
+    auto project = [&](Tensor* w, Tensor* bias, const char* what) {
+      Tensor* t = named(ops::mul_mat(ctx, w, cur), what, il);
+      return bias != nullptr ? named(ops::add(ctx, t, bias), what, il) : t;
+    };
+    q = ops::reshape(ctx, project(l.wq, l.bq, "q"), hd, h.n_head, n_tokens);
+    k = ops::reshape(ctx, project(l.wk, l.bk, "k"), hd, h.n_head_kv, n_tokens);
+    v = project(l.wv, l.bv, "v");  // [n_embd_v_kv, n_tokens]
+  }
+  if (l.q_norm != nullptr) q = rms_norm(b, q, l.q_norm, h.rms_eps, "q_norm", il);
+  if (l.k_norm != nullptr) k = rms_norm(b, k, l.k_norm, h.rms_eps, "k_norm", il);
   q = named(ops::rope(ctx, q, b.positions, p.freq_factors, p.rope), "q_rope", il);
   k = named(ops::rope(ctx, k, b.positions, p.freq_factors, p.rope), "k_rope", il);
+  if (p.q_scale != 0.0f) q = named(ops::scale(ctx, q, p.q_scale), "q_scaled", il);
   store_kv(b, il, ops::reshape(ctx, k, n_embd_kv, n_tokens), v);
 
   // Attention over cells [0, n_kv); K/V heads are shared by groups of query heads (MUL_MAT
@@ -93,34 +127,96 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
   const size_t es = traits(k_cache->type).block_bytes;
   Tensor* keys = ops::view(ctx, k_cache, {hd, n_kv, h.n_head_kv, 1}, k_cache->nb[1], hd * es,
                            k_cache->nb[1] * static_cast<size_t>(n_kv), 0);
-  Tensor* values =
-      ops::view(ctx, v_cache, {n_kv, hd, h.n_head_kv, 1}, v_cache->nb[1],
-                v_cache->nb[1] * static_cast<size_t>(hd), v_cache->nb[1] * static_cast<size_t>(n_embd_kv), 0);
+  Tensor* values = ops::view(ctx, v_cache, {n_kv, hd_v, h.n_head_kv, 1}, v_cache->nb[1],
+                             v_cache->nb[1] * static_cast<size_t>(hd_v),
+                             v_cache->nb[1] * static_cast<size_t>(h.n_embd_v_kv()), 0);
   Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);              // [hd, n_tokens, n_head]
   Tensor* kq = named(ops::mul_mat(ctx, keys, qp), "kq", il);  // [n_kv, n_tokens, n_head]
+  if (p.softcap != 0.0f) kq = soft_cap(b, kq, p.softcap, "kq_capped", il);
   kq = named(ops::soft_max(ctx, kq, b.kq_mask(p.window), p.kq_scale, 0.0f), "kq_softmax", il);
-  Tensor* kqv = named(ops::mul_mat(ctx, values, kq), "kqv", il);  // [hd, n_tokens, n_head]
+  Tensor* kqv = named(ops::mul_mat(ctx, values, kq), "kqv", il);  // [hd_v, n_tokens, n_head]
   cur = ops::reshape(ctx, named(ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged", il),
-                     h.n_embd, n_tokens);
+                     hd_v * h.n_head, n_tokens);
   return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
 }
 
 Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act) {
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
-  Tensor* gate = named(ops::mul_mat(ctx, l.ffn_gate, cur), "ffn_gate", il);
+  Tensor *gate = nullptr, *up = nullptr;
+  if (l.ffn_gate != nullptr) {
+    gate = named(ops::mul_mat(ctx, l.ffn_gate, cur), "ffn_gate", il);
+    up = named(ops::mul_mat(ctx, l.ffn_up, cur), "ffn_up", il);
+  } else {
+    // Fused: rows [0, n_ff) are the gate, [n_ff, 2 n_ff) the up projection.
+    Tensor* both = named(ops::mul_mat(ctx, l.ffn_up, cur), "ffn_gate_up_fused", il);
+    const int64_t n_ff = both->ne[0] / 2;
+    const size_t half = static_cast<size_t>(n_ff) * sizeof(float), row = both->nb[1];
+    const size_t all = row * static_cast<size_t>(both->ne[1]);
+    gate = ops::view(ctx, both, {n_ff, both->ne[1], 1, 1}, row, all, all, 0);
+    up = ops::view(ctx, both, {n_ff, both->ne[1], 1, 1}, row, all, all, half);
+  }
   gate = named(act == FfnActivation::Silu ? ops::silu(ctx, gate) : ops::gelu(ctx, gate), "ffn_act", il);
-  Tensor* up = named(ops::mul_mat(ctx, l.ffn_up, cur), "ffn_up", il);
   return named(ops::mul_mat(ctx, l.ffn_down, named(ops::mul(ctx, gate, up), "ffn_gate_up", il)), "ffn_out",
                il);
 }
 
-void rope_shift_k(GraphBuild& b, Tensor* shifts, const ops::RopeParams& rope, Tensor* freq_factors) {
+Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il) {
+  Tensor* t = ops::tanh(b.ctx, ops::scale(b.ctx, x, 1.0f / c));
+  return GraphBuild::named(ops::scale(b.ctx, t, c), what, il);
+}
+
+Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap) {
+  const Model& m = b.model;
+  const Hparams& h = m.hparams();
+  Tensor* x = GraphBuild::named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd");
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    const Layer& l = m.layers()[static_cast<size_t>(il)];
+    Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
+    cur = attention(b, l, il, cur, ap);
+    x = GraphBuild::named(ops::add(b.ctx, x, cur), "attn_residual", il);
+    cur = rms_norm(b, x, l.ffn_norm, h.rms_eps, "ffn_in", il);
+    cur = gated_ffn(b, l, il, cur, FfnActivation::Silu);
+    x = GraphBuild::named(ops::add(b.ctx, x, cur), "l_out", il);
+  }
+  x = b.select_outputs(x);
+  x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
+  return GraphBuild::named(ops::mul_mat(b.ctx, m.output(), x), "logits");
+}
+
+Tensor* sandwich_norm_decoder(GraphBuild& b,
+                              AttentionParams (*attention_of_layer)(const GraphBuild& b, int64_t il)) {
+  const Model& m = b.model;
+  const Hparams& h = m.hparams();
+  auto named = GraphBuild::named;
+  Tensor* x = named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1);
+  x = named(ops::scale(b.ctx, x, std::sqrt(static_cast<float>(h.n_embd))), "embd_scaled", -1);
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    const Layer& l = m.layers()[static_cast<size_t>(il)];
+    Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
+    cur = attention(b, l, il, cur, attention_of_layer(b, il));
+    cur = rms_norm(b, cur, l.post_attn_norm, h.rms_eps, "attn_post_norm", il);
+    x = named(ops::add(b.ctx, cur, x), "attn_residual", il);
+    cur = rms_norm(b, x, l.ffn_norm, h.rms_eps, "ffn_in", il);
+    cur = gated_ffn(b, l, il, cur, FfnActivation::Gelu);
+    cur = rms_norm(b, cur, l.post_ffn_norm, h.rms_eps, "ffn_post_norm", il);
+    x = named(ops::add(b.ctx, cur, x), "l_out", il);
+  }
+  x = b.select_outputs(x);
+  x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
+  Tensor* logits = named(ops::mul_mat(b.ctx, m.output(), x), "logits", -1);
+  if (h.final_softcap != 0.0f) logits = soft_cap(b, logits, h.final_softcap, "logits_capped", -1);
+  return logits;
+}
+
+void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const Hparams& h, int64_t il),
+                  Tensor* freq_factors) {
   const Hparams& h = b.model.hparams();
   for (int64_t il = 0; il < h.n_layer; ++il) {
     Tensor* k_cache = b.cache.k(il);
     Tensor* heads = ops::reshape(b.ctx, k_cache, h.head_dim(), h.n_head_kv, k_cache->ne[1]);
-    Tensor* roped = GraphBuild::named(ops::rope(b.ctx, heads, shifts, freq_factors, rope), "k_shift", il);
+    Tensor* roped =
+        GraphBuild::named(ops::rope(b.ctx, heads, shifts, freq_factors, rope(h, il)), "k_shift", il);
     b.graph.expand(ops::cpy(b.ctx, roped, heads));
   }
 }

@@ -50,24 +50,47 @@ Tensor* rms_norm(GraphBuild& b, Tensor* x, Tensor* weight, float eps, const char
 Tensor* layer_norm(GraphBuild& b, Tensor* x, Tensor* weight, Tensor* bias, float eps, const char* what,
                    int64_t il);
 
+// Rope at the file's base and scale, or for a windowed layer (windowed: the architecture has a
+// local rope base) at rope_freq_base_swa / rope_freq_scale_swa.
+ops::RopeParams rope_params(const Hparams& h, RopeMode mode, bool windowed = false);
+
 struct AttentionParams {
   ops::RopeParams rope;
   Tensor* freq_factors = nullptr;  // F32 [n_rot / 2] or nullptr
-  float kq_scale = 1.0f;
-  int32_t window = 0;  // sliding window in positions; 0: attend to the whole sequence
+  float q_scale = 0.0f;            // Q is scaled by this before KQ (0: not scaled)
+  float kq_scale = 1.0f;           // the softmax's scale of KQ
+  float softcap = 0.0f;            // KQ becomes softcap * tanh(KQ / softcap) (0: none)
+  int32_t window = 0;              // sliding window in positions; 0: attend to the whole sequence
 };
 
-// Self-attention of layer il over x's normed input `cur` ([n_embd, n_tokens]): Q/K/V projections,
-// ROPE at the batch positions, K/V stored at the batch's cells, softmax over the cache cells under
-// the mask (K/V heads shared by groups of n_head / n_head_kv query heads), output projection.
+// Self-attention of layer il over the normed input `cur` ([n_embd, n_tokens]): Q/K/V projections
+// (fused wqkv or separate, with the layer's biases when it has them), per-head Q/K RMS norms when
+// the layer has them, ROPE at the batch positions, K/V stored at the batch's cells, softmax over
+// the cache cells under the mask (K/V heads shared by groups of n_head / n_head_kv query heads),
+// output projection.
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
 
 enum class FfnActivation { Silu, Gelu };
-// down(act(gate cur) * up cur).
+// down(act(gate cur) * up cur); with no ffn_gate, ffn_up's 2 * n_ff rows are gate then up.
 Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act);
 
+// c * tanh(x / c): soft-capping of attention or output logits.
+Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il);
+
+// The pre-norm decoder that llama, qwen2, qwen3 and phi3 share: x = embeddings; per layer
+// x += attention(RMS_NORM(x) * attn_norm), x += gated_ffn(RMS_NORM(x) * ffn_norm) with SILU;
+// logits = output(RMS_NORM(x) * output_norm) for the wanted rows.
+Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap);
+
+// The decoder Gemma 2 and 3 share: x = embeddings * sqrt(n_embd); per layer
+// x += RMS_NORM(attention(RMS_NORM(x) * attn_norm)) * post_attn_norm,
+// x += RMS_NORM(gated_ffn(RMS_NORM(x) * ffn_norm) with GELU) * post_ffn_norm;
+// logits = output(RMS_NORM(x) * output_norm), soft-capped by final_softcap when set.
+Tensor* sandwich_norm_decoder(GraphBuild& b, AttentionParams (*attention_of_layer)(const GraphBuild& b, int64_t il));
+
 // Re-ropes every layer's cached K by each cell's recorded shift (KvCache::seq_shift);
-// `shifts` is I32 [n_cells].
-void rope_shift_k(GraphBuild& b, Tensor* shifts, const ops::RopeParams& rope, Tensor* freq_factors);
+// `shifts` is I32 [n_cells]; rope(il) gives layer il's rope parameters.
+void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const Hparams& h, int64_t il),
+                  Tensor* freq_factors);
 
 }  // namespace tessera::llm

@@ -29,11 +29,11 @@ KvCache::KvCache(const Model& model, int64_t n_cells, DType type) : KvCache(n_ce
     raise(ErrorCode::InvalidArgument, "KV cache type must be f16 or f32, got {}", name(type));
   type_ = type;
   const Hparams& h = model.hparams();
-  const int64_t n_embd_kv = h.n_embd_kv();
+  const int64_t n_embd_kv = h.n_embd_kv(), n_embd_v_kv = h.n_embd_v_kv();
   std::vector<Tensor*> host, device;
   for (int64_t il = 0; il < h.n_layer; ++il) {
     Tensor* k = ctx_.new_tensor(type, n_embd_kv, n_cells);
-    Tensor* v = ctx_.new_tensor(type, n_cells, n_embd_kv);
+    Tensor* v = ctx_.new_tensor(type, n_cells, n_embd_v_kv);
     k->name = fmt::format("cache_k.{}", il);
     v->name = fmt::format("cache_v.{}", il);
     k_.push_back(k);

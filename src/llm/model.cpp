@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include "arch/architecture.h"
+#include "hparam_reader.h"
+#include "weight_plan.h"
 #include "core/check.h"
 #include "core/hash.h"
 #include "tessera/log.h"
@@ -20,20 +23,12 @@ bool is_weight_type(DType t) {
   return op_source_types(Op::MulMat, 0).contains(t) && op_source_types(Op::GetRows, 0).contains(t);
 }
 
-int64_t get_int_or(const gguf::File& f, const std::string& key, int64_t fallback) {
-  return f.find(key) != nullptr ? f.get_int(key) : fallback;
-}
-
-float get_float_or(const gguf::File& f, const std::string& key, float fallback) {
-  const gguf::Value* v = f.find(key);
-  if (v == nullptr) return fallback;
-  if (const float* p = std::get_if<float>(v)) return *p;
-  if (const double* p = std::get_if<double>(v)) return static_cast<float>(*p);
-  raise(ErrorCode::CorruptFile, "key {} has type {}, expected a float", key,
-        gguf::type_name(gguf::value_type(*v)));
-}
-
-std::string layer_name(int64_t il, const char* what) { return fmt::format("blk.{}.{}.weight", il, what); }
+// Bounds that no real model comes near: they keep sizes and their products far from overflow.
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // n_embd, n_ff, head sizes
+constexpr int64_t kMaxHeads = int64_t{1} << 14;
+constexpr int64_t kMaxLayers = int64_t{1} << 12;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxContext = int64_t{1} << 30;
 
 // Deterministic, fast pseudo-random floats in [-scale, scale) for synthetic weights.
 struct SplitMix {
@@ -52,46 +47,57 @@ struct SplitMix {
 Hparams read_hparams(const gguf::File& f) {
   Hparams h;
   h.arch = f.get_string("general.architecture");
-  architecture(h.arch);  // an Error naming it when there is no graph builder for it
-  const std::string a = h.arch + ".";
-  h.n_ctx_train = get_int_or(f, a + "context_length", 2048);
-  h.n_embd = f.get_int(a + "embedding_length");
-  h.n_layer = f.get_int(a + "block_count");
-  h.n_ff = f.get_int(a + "feed_forward_length");
-  h.n_head = f.get_int(a + "attention.head_count");
-  h.n_head_kv = get_int_or(f, a + "attention.head_count_kv", h.n_head);
-  if (h.n_embd <= 0 || h.n_layer <= 0 || h.n_ff <= 0 || h.n_head <= 0 || h.n_head_kv <= 0 ||
-      h.n_embd % h.n_head != 0 || h.n_head % h.n_head_kv != 0)
-    raise(ErrorCode::CorruptFile,
-          "inconsistent hyperparameters: n_embd {}, n_layer {}, n_ff {}, n_head {}, n_head_kv {}", h.n_embd,
-          h.n_layer, h.n_ff, h.n_head, h.n_head_kv);
-  h.n_rot = get_int_or(f, a + "rope.dimension_count", h.n_embd / h.n_head);
-  if (h.n_rot <= 0 || h.n_rot > h.head_dim() || h.n_rot % 2 != 0)
-    raise(ErrorCode::CorruptFile, "rope dimension count {} does not fit head size {}", h.n_rot, h.head_dim());
-  h.rope_freq_base = get_float_or(f, a + "rope.freq_base", 10000.0f);
-  h.rms_eps = get_float_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  const Architecture& arch = architecture(h.arch);  // an Error naming it when there is no builder for it
+  const HparamReader r(f, h.arch);
+  h.n_ctx_train = r.int_or("context_length", 2048, 1, kMaxContext);
+  h.n_embd = r.required_int("embedding_length", 1, kMaxWidth);
+  h.n_layer = r.required_int("block_count", 1, kMaxLayers);
+  h.n_ff = r.required_int("feed_forward_length", 1, kMaxWidth);
+  h.n_head = r.required_int("attention.head_count", 1, kMaxHeads);
+  h.n_head_kv = r.int_or("attention.head_count_kv", h.n_head, 1, kMaxHeads);
+  if (h.n_head % h.n_head_kv != 0)
+    raise(ErrorCode::CorruptFile, "hyperparameters: {} = {} is not a multiple of {} = {}",
+          r.full("attention.head_count"), h.n_head, r.full("attention.head_count_kv"), h.n_head_kv);
+  // Head sizes: explicit (Qwen3, Gemma), else n_embd split evenly over the heads.
+  h.n_embd_head_k = r.int_or("attention.key_length", 0, 1, kMaxWidth);
+  h.n_embd_head_v = r.int_or("attention.value_length", 0, 1, kMaxWidth);
+  if ((h.n_embd_head_k == 0 || h.n_embd_head_v == 0) && h.n_embd % h.n_head != 0)
+    raise(ErrorCode::CorruptFile, "hyperparameters: {} = {} is not a multiple of {} = {}",
+          r.full("embedding_length"), h.n_embd, r.full("attention.head_count"), h.n_head);
+  if (h.n_embd_head_k == 0) h.n_embd_head_k = h.n_embd / h.n_head;
+  if (h.n_embd_head_v == 0) h.n_embd_head_v = h.n_embd / h.n_head;
+  h.n_rot = r.int_or("rope.dimension_count", h.head_dim(), 2, h.head_dim());
+  if (h.n_rot % 2 != 0)
+    raise(ErrorCode::CorruptFile, "hyperparameter {} = {} must be even", r.full("rope.dimension_count"),
+          h.n_rot);
+  h.rope_freq_base = r.float_or("rope.freq_base", 10000.0f, 1e-3f, 1e30f);
+  h.rms_eps = r.float_or("attention.layer_norm_rms_epsilon", 1e-5f, 0.0f, 1.0f);
   h.rope_n_ctx_orig = h.n_ctx_train;
-  if (f.find(a + "rope.scaling.type") != nullptr) {
-    const std::string type = f.get_string(a + "rope.scaling.type");
-    const float factor = get_float_or(f, a + "rope.scaling.factor", 1.0f);
+  if (r.has("rope.scaling.type")) {
+    const std::string type = r.string_or("rope.scaling.type", "none");
+    const float factor = r.float_or("rope.scaling.factor", 1.0f, 0.0f, 1e6f);
     if (type == "linear" || type == "yarn") {
       if (factor > 0.0f) h.rope_freq_scale = 1.0f / factor;
       if (type == "yarn") h.rope_yarn_ext_factor = 1.0f;
-      h.rope_n_ctx_orig = get_int_or(f, a + "rope.scaling.original_context_length", h.n_ctx_train);
+      h.rope_n_ctx_orig = r.int_or("rope.scaling.original_context_length", h.n_ctx_train, 1, kMaxContext);
     } else if (type != "none") {
       raise(ErrorCode::Unsupported, "rope scaling type '{}' is not supported (none, linear, yarn)", type);
     }
-  } else if (f.find(a + "rope.scale_linear") != nullptr) {
-    const float factor = get_float_or(f, a + "rope.scale_linear", 1.0f);
+  } else if (r.has("rope.scale_linear")) {
+    const float factor = r.float_or("rope.scale_linear", 1.0f, 0.0f, 1e6f);
     if (factor > 0.0f) h.rope_freq_scale = 1.0f / factor;
   }
-  if (f.find(a + "vocab_size") != nullptr) {
-    h.n_vocab = f.get_int(a + "vocab_size");
+  if (r.has("vocab_size")) {
+    h.n_vocab = r.required_int("vocab_size", 1, kMaxVocab);
   } else if (f.find("tokenizer.ggml.tokens") != nullptr) {
     h.n_vocab = static_cast<int64_t>(f.get_string_array("tokenizer.ggml.tokens").size());
   } else if (const auto* t = f.find_tensor("token_embd.weight")) {
     h.n_vocab = t->ne[1];
   }
+  if (h.n_vocab <= 0 || h.n_vocab > kMaxVocab)
+    raise(ErrorCode::CorruptFile, "vocabulary size {} is outside [1, {}] ({}, tokenizer.ggml.tokens)", h.n_vocab,
+          kMaxVocab, r.full("vocab_size"));
+  arch.read_hparams(r, h);
   return h;
 }
 
@@ -126,50 +132,23 @@ void Model::resolve_device(const LoadOptions& options) {
   }
 }
 
-void Model::create_tensors(const std::function<DType(const std::string&)>& type_of, bool has_rope_freqs) {
-  const Hparams& h = hparams_;
-  auto make = [&](const std::string& name, int64_t ne0, int64_t ne1) {
-    const DType type = ne1 == 1 ? DType::F32 : type_of(name);
-    if (ne0 % traits(type).block_size != 0)
-      raise(ErrorCode::Unsupported, "tensor {}: type {} needs ne0 divisible by {}", name, tessera::name(type),
-            traits(type).block_size);
-    Tensor* t = ctx_.new_tensor(type, ne0, ne1);
-    t->name = name;
-    t->flags |= kFlagWeight;
-    return t;
-  };
-  token_embd_ = make("token_embd.weight", h.n_embd, h.n_vocab);
-  output_norm_ = make("output_norm.weight", h.n_embd, 1);
-  layers_.resize(static_cast<size_t>(h.n_layer));
-  for (int64_t il = 0; il < h.n_layer; ++il) {
-    Layer& l = layers_[static_cast<size_t>(il)];
-    l.attn_norm = make(layer_name(il, "attn_norm"), h.n_embd, 1);
-    l.wq = make(layer_name(il, "attn_q"), h.n_embd, h.n_embd);
-    l.wk = make(layer_name(il, "attn_k"), h.n_embd, h.n_embd_kv());
-    l.wv = make(layer_name(il, "attn_v"), h.n_embd, h.n_embd_kv());
-    l.wo = make(layer_name(il, "attn_output"), h.n_embd, h.n_embd);
-    l.ffn_norm = make(layer_name(il, "ffn_norm"), h.n_embd, 1);
-    l.ffn_gate = make(layer_name(il, "ffn_gate"), h.n_embd, h.n_ff);
-    l.ffn_up = make(layer_name(il, "ffn_up"), h.n_embd, h.n_ff);
-    l.ffn_down = make(layer_name(il, "ffn_down"), h.n_ff, h.n_embd);
-  }
-  output_ = make("output.weight", h.n_embd, h.n_vocab);
-  if (has_rope_freqs) rope_freqs_ = make("rope_freqs.weight", h.n_rot / 2, 1);
-}
-
-std::vector<Tensor*> Model::weights() const {
-  std::vector<Tensor*> all{token_embd_, output_norm_, output_};
-  if (rope_freqs_ != nullptr) all.push_back(rope_freqs_);
-  for (const Layer& l : layers_)
-    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down})
-      all.push_back(t);
+std::vector<Tensor*> Model::all_weights() const {
+  std::vector<Tensor*> all;
+  for (const auto& [t, where] : placed_) all.push_back(t);
   return all;
 }
 
 size_t Model::weight_bytes() const noexcept {
   size_t total = 0;
-  for (const Tensor* t : weights()) total += t->nbytes();
+  for (const auto& [t, where] : placed_) total += t->nbytes();
   return total;
+}
+
+bool Model::weight_on_device(int64_t where) const noexcept {
+  if (where >= 0) return layer_on_device(where);
+  if (where == kPlaceOutput) return output_on_device();
+  if (where == kPlaceEveryLayer) return layer_on_device(0);  // every layer reads it: there when all are
+  return false;                                              // token embeddings: GET_ROWS on the host
 }
 
 void Model::place_weights(const std::function<const void*(const Tensor&)>& host_data,
@@ -178,15 +157,7 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
   // Which weights go to the device: the last n_gpu_layers layers, and the output layer when
   // n_gpu_layers exceeds the layer count. The token embeddings stay on the CPU (GET_ROWS).
   std::vector<Tensor*> on_device, on_host;
-  for (int64_t il = 0; il < hparams_.n_layer; ++il) {
-    const Layer& l = layers_[static_cast<size_t>(il)];
-    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down})
-      (layer_on_device(il) ? on_device : on_host).push_back(t);
-  }
-  for (Tensor* t : {output_norm_, output_}) (output_on_device() ? on_device : on_host).push_back(t);
-  on_host.push_back(token_embd_);
-  // Every layer reads the rope factors: on the device only when every layer is there.
-  if (rope_freqs_ != nullptr) (layer_on_device(0) ? on_device : on_host).push_back(rope_freqs_);
+  for (const auto& [t, where] : placed_) (weight_on_device(where) ? on_device : on_host).push_back(t);
 
   size_t total = 0, done = 0;
   for (const Tensor* t : on_device) total += t->nbytes();
@@ -244,44 +215,58 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   m->file_ = std::make_unique<gguf::File>(gguf::File::open(path, {.mmap = options.use_mmap}));
   const gguf::File& f = *m->file_;
   m->hparams_ = read_hparams(f);
-  m->resolve_device(options);
+  WeightPlan plan(m->w_, m->hparams_);
+  architecture(m->hparams_.arch).declare_weights(plan);
 
-  // Every tensor the graph needs must exist with the expected shape and a supported type.
-  auto info_of = [&](const std::string& name) -> const gguf::TensorInfo* { return f.find_tensor(name); };
-  const bool tied_output = info_of("output.weight") == nullptr;
-  auto type_of = [&](const std::string& name) -> DType {
-    const gguf::TensorInfo* info =
-        info_of(name == "output.weight" && tied_output ? "token_embd.weight" : name);
-    if (info == nullptr) raise(ErrorCode::CorruptFile, "{}: tensor {} is missing", path, name);
+  // Every tensor the graph needs must exist with exactly the declared shape and a supported
+  // type, all checked before any memory is given.
+  struct Found {
+    const WeightSpec* spec;
+    const gguf::TensorInfo* info;
+  };
+  std::vector<Found> found;
+  for (const WeightSpec& spec : plan.specs()) {
+    const gguf::TensorInfo* info = f.find_tensor(spec.name);
+    if (info == nullptr && !spec.fallback.empty()) info = f.find_tensor(spec.fallback);
+    if (info == nullptr) {
+      if (spec.optional) continue;
+      raise(ErrorCode::CorruptFile, "{}: tensor {} is missing", path, spec.name);
+    }
+    const std::array<int64_t, 4> want{spec.ne[0], spec.ne[1], 1, 1};
+    if (info->ne != want)
+      raise(ErrorCode::CorruptFile, "{}: tensor {} has shape [{}, {}, {}, {}], expected [{}, {}]", path,
+            info->name, info->ne[0], info->ne[1], info->ne[2], info->ne[3], spec.ne[0], spec.ne[1]);
     if (!info->type)
       raise(ErrorCode::Unsupported,
             "{}: tensor {} has type {} (ggml id {}), which Tessera cannot compute with", path, info->name,
             info->type_name(), info->type_id);
     const DType t = *info->type;
+    if (spec.ne[1] == 1 && t != DType::F32)  // norms, biases and factors are read as F32 operands
+      raise(ErrorCode::Unsupported, "{}: tensor {} has type {} where F32 was expected", path, info->name,
+            tessera::name(t));
     if (!is_weight_type(t))
       raise(ErrorCode::Unsupported, "{}: tensor {} has type {}, which is not supported for weights", path,
-            name, tessera::name(t));
-    return t;
-  };
-  m->create_tensors(type_of, info_of("rope_freqs.weight") != nullptr);
-  for (Tensor* t : m->weights()) {
-    const std::string name = t == m->output_ && tied_output ? "token_embd.weight" : t->name;
-    const gguf::TensorInfo* info = info_of(name);
-    if (info == nullptr) raise(ErrorCode::CorruptFile, "{}: tensor {} is missing", path, name);
-    if (info->ne != t->ne)
-      raise(ErrorCode::CorruptFile, "{}: tensor {} has shape [{}, {}, {}, {}], expected {}", path, name,
-            info->ne[0], info->ne[1], info->ne[2], info->ne[3], t->shape_string());
-    if (info->type != t->type)
-      raise(ErrorCode::Unsupported, "{}: tensor {} has type {} where {} was expected", path, name,
-            info->type_name(), tessera::name(t->type));
+            info->name, tessera::name(t));
+    found.push_back({&spec, info});
   }
-  if (tied_output) m->output_->name = "output.weight (tied to token_embd.weight)";
-  auto host_data = [&](const Tensor& t) -> const void* {
-    const std::string name = &t == m->output_ && tied_output ? "token_embd.weight" : t.name;
-    return f.tensor_data(*info_of(name));
-  };
+  m->resolve_device(options);
+
+  std::unordered_map<const Tensor*, const gguf::TensorInfo*> source;
+  for (const Found& x : found) {
+    Tensor* t = m->ctx_.new_tensor(*x.info->type, x.spec->ne[0], x.spec->ne[1]);
+    t->name = x.spec->name;
+    t->flags |= kFlagWeight;
+    if (x.info->name != x.spec->name) {
+      t->name = fmt::format("{} (tied to {})", x.spec->name, x.info->name);
+      if (x.spec->slot == &m->w_.output) m->tied_output_ = true;
+    }
+    *x.spec->slot = t;
+    m->placed_.emplace_back(t, x.spec->where);
+    source.emplace(t, x.info);
+  }
   m->place_weights(
-      host_data, [](const Tensor&, void*) {}, options.progress);
+      [&](const Tensor& t) -> const void* { return f.tensor_data(*source.at(&t)); },
+      [](const Tensor&, void*) {}, options.progress);
   return m;
 }
 
@@ -304,7 +289,21 @@ std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOpt
   h.n_vocab = spec.n_vocab;
   h.rope_n_ctx_orig = spec.n_ctx_train;
   m->resolve_device(options);
-  m->create_tensors([&](const std::string&) { return spec.type; }, false);
+  h.n_embd_head_k = h.n_embd_head_v = h.n_rot;
+  WeightPlan plan(m->w_, h);
+  kLlamaArchitecture.declare_weights(plan);
+  for (const WeightSpec& ws : plan.specs()) {
+    if (ws.optional) continue;  // a synthetic Llama has no rope factors
+    const DType type = ws.ne[1] == 1 ? DType::F32 : spec.type;
+    if (ws.ne[0] % traits(type).block_size != 0)
+      raise(ErrorCode::InvalidArgument, "synthetic model: tensor {} of type {} needs ne0 divisible by {}",
+            ws.name, tessera::name(type), traits(type).block_size);
+    Tensor* t = m->ctx_.new_tensor(type, ws.ne[0], ws.ne[1]);
+    t->name = ws.name;
+    t->flags |= kFlagWeight;
+    *ws.slot = t;
+    m->placed_.emplace_back(t, ws.where);
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(spec.n_embd));
   auto fill = [&](const Tensor& t, void* dst) {
     // Seeded per tensor so weights do not depend on placement order.

@@ -1,5 +1,6 @@
-// llama.cpp's logits for random-weight llama-architecture models (../shared/models/oracle, README
-// there): Tessera matches them on the CPU and with every layer on OpenCL0, for every weight type.
+// llama.cpp's logits for random-weight models of every supported architecture
+// (../shared/models/oracle, README there): Tessera matches them on the CPU and with every layer on
+// OpenCL0 (no node falling back to the CPU), for every weight type.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,7 +80,10 @@ void check_against_oracle(const Oracle& o, const LoadOptions& lo) {
   }
 }
 
-const Oracle kFloatOracles[] = {{"tiny-llama-f32", 2e-6}, {"tiny-llama3-f32", 2e-6}};
+// One per architecture, and Llama 3's rope scaling.
+const Oracle kFloatOracles[] = {{"tiny-llama-f32", 2e-6}, {"tiny-llama3-f32", 2e-6}, {"tiny-qwen2-f32", 2e-6},
+                                {"tiny-qwen3-f32", 2e-6}, {"tiny-phi3-f16", 2e-6},   {"tiny-gemma2-f32", 2e-6},
+                                {"tiny-gemma3-f32", 2e-6}};
 // Every 2-D weight in one type, then llama-quantize's mixes.
 const Oracle kQuantOracles[] = {
     {"tiny-llama-q4_1", 5e-4},   {"tiny-llama-q5_0", 5e-4},  {"tiny-llama-q5_1", 5e-4},

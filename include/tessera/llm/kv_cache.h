@@ -39,7 +39,7 @@ class KvCache {
 
   int64_t size() const noexcept { return static_cast<int64_t>(cells_.size()); }
   DType type() const noexcept { return type_; }
-  // Layer il's K: [n_embd_kv, n_cells], one row per cell. V: [n_cells, n_embd_kv], transposed so
+  // Layer il's K: [n_embd_kv, n_cells], one row per cell. V: [n_cells, n_embd_v_kv], transposed so
   // that attention reads each V^T row contiguously. Throws when the cache has no tensors.
   Tensor* k(int64_t il) const;
   Tensor* v(int64_t il) const;

@@ -1,8 +1,11 @@
 #pragma once
-// A Llama-family model: hyperparameters and weights, from a GGUF file or synthetic.
+// A decoder-only transformer: hyperparameters and weights of one of the architectures in llm/arch/,
+// from a GGUF file, or a synthetic Llama.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/buffer.h"
@@ -21,30 +24,71 @@ struct Hparams {
   int64_t n_ff = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t n_rot = 0;  // rope dimension count
+  int64_t n_embd_head_k = 0;  // query/key head size (attention.key_length; 0: n_embd / n_head)
+  int64_t n_embd_head_v = 0;  // value head size (attention.value_length; 0: n_embd / n_head)
+  int64_t n_rot = 0;          // rope dimension count
   int64_t n_vocab = 0;
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   float rope_yarn_ext_factor = 0.0f;
+  float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor (Phi-3's long-context rope)
   int64_t rope_n_ctx_orig = 0;
   float rms_eps = 1e-5f;
+  // Sliding-window attention: a windowed layer sees the last n_swa positions (0: no window).
+  int64_t n_swa = 0;
+  // Which layers are windowed: in each group of swa_pattern layers all but the last
+  // (0: every layer, 1: none).
+  int64_t swa_pattern = 0;
+  float rope_freq_base_swa = 10000.0f;  // rope on windowed layers
+  float rope_freq_scale_swa = 1.0f;
+  float attn_softcap = 0.0f;   // attention logits become c * tanh(x / c) (0: none)
+  float final_softcap = 0.0f;  // likewise the output logits
+  float q_scale = 0.0f;        // Q's scale before KQ (0: 1 / sqrt(head_dim()))
 
-  int64_t head_dim() const { return n_embd / n_head; }
-  int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
+  int64_t head_dim() const { return n_embd_head_k > 0 ? n_embd_head_k : n_embd / n_head; }
+  int64_t head_dim_v() const { return n_embd_head_v > 0 ? n_embd_head_v : n_embd / n_head; }
+  int64_t n_embd_kv() const { return head_dim() * n_head_kv; }  // K row of one token (all KV heads)
+  int64_t n_embd_v_kv() const { return head_dim_v() * n_head_kv; }
+  int64_t n_embd_q() const { return head_dim() * n_head; }
+  bool swa_layer(int64_t il) const {
+    return n_swa > 0 && (swa_pattern == 0 || il % swa_pattern < swa_pattern - 1);
+  }
+  // The KV window of layer il (0: none).
+  int32_t window(int64_t il) const { return swa_layer(il) ? static_cast<int32_t>(n_swa) : 0; }
 };
 
-// One layer's weights. Architectures that need more (biases, Q/K norms, post norms) add optional
-// fields here (nullptr when the file has none) rather than a layer type of their own.
+// One layer's weights. Architectures that need more (biases, Q/K norms, post norms) use the
+// optional fields (nullptr when the architecture or the file has none) rather than a layer type of
+// their own.
 struct Layer {
   Tensor* attn_norm = nullptr;
   Tensor* wq = nullptr;
   Tensor* wk = nullptr;
   Tensor* wv = nullptr;
+  Tensor* wqkv = nullptr;  // Q, K and V rows in one matrix (Phi-3), instead of wq/wk/wv
+  Tensor* bq = nullptr;    // Q/K/V biases (Qwen2)
+  Tensor* bk = nullptr;
+  Tensor* bv = nullptr;
+  Tensor* q_norm = nullptr;  // per-head RMS norms of Q and K (Qwen3, Gemma 3)
+  Tensor* k_norm = nullptr;
   Tensor* wo = nullptr;
+  Tensor* post_attn_norm = nullptr;  // norm of the attention output before the residual (Gemma)
   Tensor* ffn_norm = nullptr;
-  Tensor* ffn_gate = nullptr;
+  Tensor* ffn_gate = nullptr;  // nullptr with a fused gate+up ffn_up of 2 * n_ff rows (Phi-3)
   Tensor* ffn_up = nullptr;
   Tensor* ffn_down = nullptr;
+  Tensor* post_ffn_norm = nullptr;  // norm of the FFN output before the residual (Gemma)
+};
+
+// Every weight of a model; which exist is the architecture's choice (llm/arch/).
+struct ModelWeights {
+  Tensor* token_embd = nullptr;
+  Tensor* output_norm = nullptr;
+  Tensor* output = nullptr;  // token_embd's data when the file has no output.weight (tied)
+  Tensor* rope_freqs = nullptr;          // F32 [n_rot / 2] rope frequency factors (Llama 3.1)
+  Tensor* rope_factors_long = nullptr;   // Phi-3's factors past the original context
+  Tensor* rope_factors_short = nullptr;  // ... and within it
+  std::vector<Layer> layers;
 };
 
 struct LoadOptions {
@@ -64,18 +108,23 @@ struct SyntheticSpec {
 
 class Model {
  public:
-  // Loads a GGUF file; unsupported architectures or tensor types are an Error naming them.
+  // Loads a GGUF file. An unknown architecture, inconsistent hyperparameters, a missing tensor, a
+  // tensor of the wrong shape or an unsupported type is an Error naming it, raised before any
+  // memory is allocated.
   static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options = {});
   static std::unique_ptr<Model> synthetic(const SyntheticSpec& spec, const LoadOptions& options = {});
   ~Model();
 
   const Hparams& hparams() const noexcept { return hparams_; }
-  const std::vector<Layer>& layers() const noexcept { return layers_; }
-  Tensor* token_embd() const noexcept { return token_embd_; }
-  Tensor* output_norm() const noexcept { return output_norm_; }
-  Tensor* output() const noexcept { return output_; }
+  const std::vector<Layer>& layers() const noexcept { return w_.layers; }
+  const ModelWeights& weights() const noexcept { return w_; }
+  Tensor* token_embd() const noexcept { return w_.token_embd; }
+  Tensor* output_norm() const noexcept { return w_.output_norm; }
+  Tensor* output() const noexcept { return w_.output; }
   // Rope frequency factors (F32 [n_rot / 2], Llama 3.1 scaling); nullptr when the file has none.
-  Tensor* rope_freqs() const noexcept { return rope_freqs_; }
+  Tensor* rope_freqs() const noexcept { return w_.rope_freqs; }
+  // True when output.weight is absent and the output projection reads token_embd.weight.
+  bool tied_output() const noexcept { return tied_output_; }
   // The device holding offloaded layers (nullptr when everything is on the CPU).
   Device* device() const noexcept { return device_; }
   int n_gpu_layers() const noexcept { return n_gpu_layers_; }
@@ -86,26 +135,24 @@ class Model {
   // The GGUF file (nullptr for synthetic models).
   const gguf::File* file() const noexcept { return file_.get(); }
   size_t weight_bytes() const noexcept;
+  // Every weight tensor (token_embd first).
+  std::vector<Tensor*> all_weights() const;
 
  private:
   Model() = default;
   void resolve_device(const LoadOptions& options);
-  // Creates the descriptors of every weight (shapes from the hyperparameters).
-  // rope_freqs.weight is created when has_rope_freqs is set.
-  void create_tensors(const std::function<DType(const std::string&)>& type_of, bool has_rope_freqs);
   // Gives every weight memory: CPU weights via host_data (nullptr = allocate host memory),
   // device weights in one device buffer; fill(t, dst) writes a weight's ggml bytes to dst.
   void place_weights(const std::function<const void*(const Tensor&)>& host_data,
                      const std::function<void(const Tensor&, void*)>& fill,
                      const gguf::ProgressCallback& progress);
-  std::vector<Tensor*> weights() const;
+  // Whether a weight placed by `where` (a layer index or a WeightSpec placement) goes to the device.
+  bool weight_on_device(int64_t where) const noexcept;
 
   Hparams hparams_;
-  std::vector<Layer> layers_;
-  Tensor* token_embd_ = nullptr;
-  Tensor* output_norm_ = nullptr;
-  Tensor* output_ = nullptr;
-  Tensor* rope_freqs_ = nullptr;
+  ModelWeights w_;
+  std::vector<std::pair<Tensor*, int64_t>> placed_;  // every weight and where it belongs
+  bool tied_output_ = false;
   Device* device_ = nullptr;
   int n_gpu_layers_ = 0;
   std::unique_ptr<gguf::File> file_;
@@ -113,7 +160,8 @@ class Model {
   std::vector<std::unique_ptr<Buffer>> buffers_;
 };
 
-// Hyperparameters from a file's <architecture>.* keys; an unknown architecture is an Error naming it.
+// Hyperparameters from a file's <architecture>.* keys, validated (sizes positive and bounded, heads
+// that divide); an unknown architecture or a bad value is an Error naming the key.
 Hparams read_hparams(const gguf::File& file);
 
 }  // namespace tessera::llm

@@ -1,14 +1,21 @@
 #pragma once
-// The registry of model architectures: for each `general.architecture` name, the builder of its
-// forward graph (from the shared blocks in ../blocks.h).
+// The registry of model architectures: for each `general.architecture` name, the hyperparameters
+// and weights it reads from a file, and the builder of its forward graph (from the shared blocks
+// in ../blocks.h).
 #include <string>
 
 #include "llm/blocks.h"
+#include "llm/hparam_reader.h"
+#include "llm/weight_plan.h"
 
 namespace tessera::llm {
 
 struct Architecture {
   const char* name;
+  // Reads and checks the architecture's own keys, after the common ones (read_hparams) are in h.
+  void (*read_hparams)(const HparamReader& r, Hparams& h);
+  // Declares every weight the graph reads, with its exact shape from h.
+  void (*declare_weights)(WeightPlan& plan);
   // Builds one micro-batch's forward pass into b.graph; returns the logits [n_vocab, outputs].
   Tensor* (*build)(GraphBuild& b);
   // Re-ropes the cached K by each cell's shift (KvCache::seq_shift); shifts: I32 [n_cells].
@@ -22,5 +29,10 @@ std::string architecture_names();
 
 // One entry per architecture (defined in arch/<name>.cpp).
 extern const Architecture kLlamaArchitecture;
+extern const Architecture kQwen2Architecture;
+extern const Architecture kQwen3Architecture;
+extern const Architecture kPhi3Architecture;
+extern const Architecture kGemma2Architecture;
+extern const Architecture kGemma3Architecture;
 
 }  // namespace tessera::llm

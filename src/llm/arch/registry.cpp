@@ -4,7 +4,8 @@
 namespace tessera::llm {
 namespace {
 
-const Architecture* const kArchitectures[] = {&kLlamaArchitecture};
+const Architecture* const kArchitectures[] = {&kLlamaArchitecture, &kQwen2Architecture, &kQwen3Architecture,
+                                              &kPhi3Architecture,  &kGemma2Architecture, &kGemma3Architecture};
 
 }  // namespace
 

@@ -1,0 +1,50 @@
+#include "weight_plan.h"
+
+#include <fmt/format.h>
+
+namespace tessera::llm {
+
+void WeightPlan::add(Tensor*& slot, std::string name, int64_t ne0, int64_t ne1, int64_t where, bool optional,
+                     std::string fallback) {
+  specs_.push_back({std::move(name), {ne0, ne1}, &slot, where, optional, std::move(fallback)});
+}
+
+void WeightPlan::add_layer(int64_t il, Tensor*& slot, const char* what, int64_t ne0, int64_t ne1,
+                           bool optional) {
+  add(slot, fmt::format("blk.{}.{}.weight", il, what), ne0, ne1, il, optional);
+}
+
+void WeightPlan::add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0) {
+  add(slot, fmt::format("blk.{}.{}.bias", il, what), ne0, 1, il);
+}
+
+void WeightPlan::add_embeddings_and_output() {
+  add(w_.token_embd, "token_embd.weight", h_.n_embd, h_.n_vocab, kPlaceInput);
+  add(w_.output_norm, "output_norm.weight", h_.n_embd, 1, kPlaceOutput);
+  add(w_.output, "output.weight", h_.n_embd, h_.n_vocab, kPlaceOutput, false, "token_embd.weight");
+}
+
+void WeightPlan::add_attention(int64_t il) {
+  Layer& l = layer(il);
+  add_layer(il, l.attn_norm, "attn_norm", h_.n_embd);
+  add_layer(il, l.wq, "attn_q", h_.n_embd, h_.n_embd_q());
+  add_layer(il, l.wk, "attn_k", h_.n_embd, h_.n_embd_kv());
+  add_layer(il, l.wv, "attn_v", h_.n_embd, h_.n_embd_v_kv());
+  add_layer(il, l.wo, "attn_output", h_.head_dim_v() * h_.n_head, h_.n_embd);
+}
+
+void WeightPlan::add_gated_ffn(int64_t il) {
+  Layer& l = layer(il);
+  add_layer(il, l.ffn_norm, "ffn_norm", h_.n_embd);
+  add_layer(il, l.ffn_gate, "ffn_gate", h_.n_embd, h_.n_ff);
+  add_layer(il, l.ffn_up, "ffn_up", h_.n_embd, h_.n_ff);
+  add_layer(il, l.ffn_down, "ffn_down", h_.n_ff, h_.n_embd);
+}
+
+void WeightPlan::add_post_norms(int64_t il) {
+  Layer& l = layer(il);
+  add_layer(il, l.post_attn_norm, "post_attention_norm", h_.n_embd);
+  add_layer(il, l.post_ffn_norm, "post_ffw_norm", h_.n_embd);
+}
+
+}  // namespace tessera::llm

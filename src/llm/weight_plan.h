@@ -1,0 +1,61 @@
+#pragma once
+// What an architecture needs from a file: each weight's name, exact shape, whether it may be
+// absent, and where it is placed. Model::load checks every spec against the file (presence,
+// shape, type) before it allocates anything, then creates the tensors into the plan's slots.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/llm/model.h"
+
+namespace tessera::llm {
+
+// Where a weight lives, besides a layer index (>= 0): with the token embeddings (always the
+// host: GET_ROWS), with the output layer, or wherever every layer can read it.
+enum WeightPlacement : int64_t { kPlaceInput = -1, kPlaceOutput = -2, kPlaceEveryLayer = -3 };
+
+struct WeightSpec {
+  std::string name;
+  std::array<int64_t, 2> ne{1, 1};  // ne1 == 1: a 1-D weight (norms, biases, factors), F32
+  Tensor** slot = nullptr;
+  int64_t where = kPlaceInput;  // a layer index or a WeightPlacement
+  bool optional = false;        // absent from the file: the slot stays nullptr
+  std::string fallback;         // absent: read this tensor instead (tied output)
+};
+
+class WeightPlan {
+ public:
+  WeightPlan(ModelWeights& weights, const Hparams& h) : w_(weights), h_(h) {
+    w_.layers.resize(static_cast<size_t>(h.n_layer));
+  }
+
+  const Hparams& hparams() const noexcept { return h_; }
+  ModelWeights& weights() noexcept { return w_; }
+  Layer& layer(int64_t il) { return w_.layers.at(static_cast<size_t>(il)); }
+  const std::vector<WeightSpec>& specs() const noexcept { return specs_; }
+
+  // A model-wide weight.
+  void add(Tensor*& slot, std::string name, int64_t ne0, int64_t ne1, int64_t where, bool optional = false,
+           std::string fallback = {});
+  // blk.<il>.<what>.weight (bias: .bias) of layer il.
+  void add_layer(int64_t il, Tensor*& slot, const char* what, int64_t ne0, int64_t ne1 = 1,
+                 bool optional = false);
+  void add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0);
+
+  // What most architectures share: token_embd, output_norm and output (tied to token_embd when
+  // the file has none).
+  void add_embeddings_and_output();
+  // attn_norm, attn_q/k/v, attn_output; ffn_norm, ffn_gate/up/down: the llama layer's weights.
+  void add_attention(int64_t il);
+  void add_gated_ffn(int64_t il);
+  // post_attention_norm and post_ffw_norm (Gemma).
+  void add_post_norms(int64_t il);
+
+ private:
+  ModelWeights& w_;
+  const Hparams& h_;
+  std::vector<WeightSpec> specs_;
+};
+
+}  // namespace tessera::llm
