@@ -422,6 +422,59 @@ void attention_family(std::vector<std::unique_ptr<Case>>& out) {
   }
 }
 
+// The views the model builders make of fused projections (src/llm/blocks.cpp): heads of one part
+// of a fused QKV row (a row stride beyond ne0 and an offset), and the two halves of a fused
+// gate+up row, read by ROPE, UNARY, MUL and CPY.
+void fused_view_family(std::vector<std::unique_ptr<Case>>& out) {
+  // QKV rows of 4 Q heads, 2 K heads and 2 V heads of 64, 7 tokens.
+  constexpr int64_t kHead = 64, kTokens = 7, kRow = kHead * 8;
+  auto qkv_view = [](Context& ctx, Tensor* qkv, int64_t heads, int64_t first_head) {
+    const size_t row = qkv->nb[1];
+    return ops::view(ctx, qkv, {kHead, heads, kTokens, 1}, kHead * sizeof(float), row, row * kTokens,
+                     static_cast<size_t>(first_head * kHead) * sizeof(float));
+  };
+  for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox})
+    add(out, Op::Rope,
+        fmt::format("ROPE(type=f32, ne=[64,2,7,1], mode={}, K heads of a fused QKV row at offset 256)",
+                    mode == RopeMode::Normal ? "normal" : "neox"),
+        [=](Case& c, Context& ctx) {
+          ops::RopeParams p;
+          p.n_dims = kHead;
+          p.mode = mode;
+          Tensor* qkv = c.leaf(ctx, DType::F32, {kRow, kTokens, 1, 1});
+          Tensor* pos = c.leaf(ctx, DType::I32, {kTokens, 1, 1, 1}, Fill::Positions, 2048);
+          return ops::rope(ctx, qkv_view(ctx, qkv, 2, 4), pos, nullptr, p);
+        });
+  add(out, Op::Cpy, "CPY(type_src=f32, type_dst=f16, V rows of a fused QKV row transposed into a cache view)",
+      [=](Case& c, Context& ctx) {
+        Tensor* qkv = c.leaf(ctx, DType::F32, {kRow, kTokens, 1, 1});
+        Tensor* v = ops::view(ctx, qkv, {2 * kHead, kTokens, 1, 1}, qkv->nb[1], qkv->nb[1] * kTokens,
+                              qkv->nb[1] * kTokens, 6 * kHead * sizeof(float));
+        Tensor* cache = c.leaf(ctx, DType::F16, {16, 2 * kHead, 1, 1}, Fill::Zero);
+        Tensor* dst = ops::view(ctx, cache, {kTokens, 2 * kHead, 1, 1}, cache->nb[1],
+                                cache->nb[1] * 2 * kHead, cache->nb[1] * 2 * kHead, 3 * sizeof(uint16_t));
+        return ops::cpy(ctx, ops::transpose(ctx, v), dst);
+      });
+  // Gate and up halves of a fused [2 n_ff, tokens] projection.
+  constexpr int64_t kFf = 48;
+  auto half = [](Context& ctx, Tensor* both, int64_t which) {
+    const size_t row = both->nb[1];
+    return ops::view(ctx, both, {kFf, both->ne[1], 1, 1}, row, row * both->ne[1], row * both->ne[1],
+                     static_cast<size_t>(which * kFf) * sizeof(float));
+  };
+  for (UnaryOp uop : {UnaryOp::Silu, UnaryOp::Gelu})
+    add(out, Op::Unary,
+        fmt::format("UNARY(op={}, type=f32, ne=[48,5,1,1], first half of fused rows)", unary_op_name(uop)),
+        [=](Case& c, Context& ctx) {
+          return ops::unary(ctx, half(ctx, c.leaf(ctx, DType::F32, {2 * kFf, 5, 1, 1}), 0), uop);
+        });
+  add(out, Op::Mul, "MUL(type_a=f32, type_b=f32, ne=[48,5,1,1], a and b halves of fused rows)",
+      [=](Case& c, Context& ctx) {
+        Tensor* both = c.leaf(ctx, DType::F32, {2 * kFf, 5, 1, 1}, Fill::NearOne);
+        return ops::mul(ctx, half(ctx, both, 0), half(ctx, both, 1));
+      });
+}
+
 void mul_mat_family(std::vector<std::unique_ptr<Case>>& out) {
   auto mm = [&](DType ta, int64_t k, int64_t m, int64_t n, Ne batch_a, Ne batch_b, bool permuted_b,
                 DType tb = DType::F32, bool a_view = false) {
@@ -583,6 +636,7 @@ std::vector<std::unique_ptr<Case>> all_cases() {
   norm_family(out);
   resample_family(out);
   attention_family(out);
+  fused_view_family(out);
   mul_mat_family(out);
   batch_family(out);
   return out;

@@ -86,7 +86,8 @@ Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap);
 // x += RMS_NORM(attention(RMS_NORM(x) * attn_norm)) * post_attn_norm,
 // x += RMS_NORM(gated_ffn(RMS_NORM(x) * ffn_norm) with GELU) * post_ffn_norm;
 // logits = output(RMS_NORM(x) * output_norm), soft-capped by final_softcap when set.
-Tensor* sandwich_norm_decoder(GraphBuild& b, AttentionParams (*attention_of_layer)(const GraphBuild& b, int64_t il));
+Tensor* sandwich_norm_decoder(GraphBuild& b,
+                              AttentionParams (*attention_of_layer)(const GraphBuild& b, int64_t il));
 
 // Re-ropes every layer's cached K by each cell's recorded shift (KvCache::seq_shift);
 // `shifts` is I32 [n_cells]; rope(il) gives layer il's rope parameters.

@@ -7,13 +7,13 @@
 #include <unordered_map>
 
 #include "arch/architecture.h"
-#include "hparam_reader.h"
-#include "weight_plan.h"
 #include "core/check.h"
 #include "core/hash.h"
+#include "hparam_reader.h"
 #include "tessera/log.h"
 #include "tessera/op_types.h"
 #include "tessera/quant.h"
+#include "weight_plan.h"
 
 namespace tessera::llm {
 namespace {
@@ -95,8 +95,8 @@ Hparams read_hparams(const gguf::File& f) {
     h.n_vocab = t->ne[1];
   }
   if (h.n_vocab <= 0 || h.n_vocab > kMaxVocab)
-    raise(ErrorCode::CorruptFile, "vocabulary size {} is outside [1, {}] ({}, tokenizer.ggml.tokens)", h.n_vocab,
-          kMaxVocab, r.full("vocab_size"));
+    raise(ErrorCode::CorruptFile, "vocabulary size {} is outside [1, {}] ({}, tokenizer.ggml.tokens)",
+          h.n_vocab, kMaxVocab, r.full("vocab_size"));
   arch.read_hparams(r, h);
   return h;
 }
@@ -264,9 +264,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     m->placed_.emplace_back(t, x.spec->where);
     source.emplace(t, x.info);
   }
-  m->place_weights(
-      [&](const Tensor& t) -> const void* { return f.tensor_data(*source.at(&t)); },
-      [](const Tensor&, void*) {}, options.progress);
+  m->place_weights([&](const Tensor& t) -> const void* { return f.tensor_data(*source.at(&t)); },
+                   [](const Tensor&, void*) {}, options.progress);
   return m;
 }
 

@@ -122,9 +122,9 @@ std::string run_name(const testing::TestParamInfo<OracleRun>& info) {
 
 }  // namespace
 
-class LlamaOracle : public testing::TestWithParam<OracleRun> {};
+class ArchitectureOracle : public testing::TestWithParam<OracleRun> {};
 
-TEST_P(LlamaOracle, Matches) {
+TEST_P(ArchitectureOracle, Matches) {
   const OracleRun& r = GetParam();
   LoadOptions lo;
   if (r.device != "CPU") {
@@ -136,4 +136,4 @@ TEST_P(LlamaOracle, Matches) {
   check_against_oracle(r.oracle, lo);
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, LlamaOracle, testing::ValuesIn(runs()), run_name);
+INSTANTIATE_TEST_SUITE_P(Files, ArchitectureOracle, testing::ValuesIn(runs()), run_name);

@@ -84,7 +84,7 @@ struct Layer {
 struct ModelWeights {
   Tensor* token_embd = nullptr;
   Tensor* output_norm = nullptr;
-  Tensor* output = nullptr;  // token_embd's data when the file has no output.weight (tied)
+  Tensor* output = nullptr;              // token_embd's data when the file has no output.weight (tied)
   Tensor* rope_freqs = nullptr;          // F32 [n_rot / 2] rope frequency factors (Llama 3.1)
   Tensor* rope_factors_long = nullptr;   // Phi-3's factors past the original context
   Tensor* rope_factors_short = nullptr;  // ... and within it
