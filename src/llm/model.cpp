@@ -132,12 +132,6 @@ void Model::resolve_device(const LoadOptions& options) {
   }
 }
 
-std::vector<Tensor*> Model::all_weights() const {
-  std::vector<Tensor*> all;
-  for (const auto& [t, where] : placed_) all.push_back(t);
-  return all;
-}
-
 size_t Model::weight_bytes() const noexcept {
   size_t total = 0;
   for (const auto& [t, where] : placed_) total += t->nbytes();

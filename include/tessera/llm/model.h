@@ -135,8 +135,6 @@ class Model {
   // The GGUF file (nullptr for synthetic models).
   const gguf::File* file() const noexcept { return file_.get(); }
   size_t weight_bytes() const noexcept;
-  // Every weight tensor (token_embd first).
-  std::vector<Tensor*> all_weights() const;
 
  private:
   Model() = default;

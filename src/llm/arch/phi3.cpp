@@ -14,7 +14,8 @@ namespace {
 void read_hparams(const HparamReader& r, Hparams& h) {
   // Long-context files (LongRoPE) state the context their short factors serve and the scale that
   // the rope applies to magnitudes with the long ones.
-  h.rope_n_ctx_orig = r.int_or("rope.scaling.original_context_length", h.rope_n_ctx_orig, 1, h.n_ctx_train);
+  h.rope_n_ctx_orig =
+      r.int_or("rope.scaling.original_context_length", h.rope_n_ctx_orig, 1, int64_t{1} << 30);
   h.rope_attn_factor = r.float_or("rope.scaling.attn_factor", 1.0f, 1e-3f, 1e3f);
 }
 
