@@ -81,9 +81,9 @@ void check_against_oracle(const Oracle& o, const LoadOptions& lo) {
 }
 
 // One per architecture, and Llama 3's rope scaling.
-const Oracle kFloatOracles[] = {{"tiny-llama-f32", 2e-6}, {"tiny-llama3-f32", 2e-6}, {"tiny-qwen2-f32", 2e-6},
-                                {"tiny-qwen3-f32", 2e-6}, {"tiny-phi3-f16", 2e-6},   {"tiny-gemma2-f32", 2e-6},
-                                {"tiny-gemma3-f32", 2e-6}};
+const Oracle kFloatOracles[] = {
+    {"tiny-llama-f32", 2e-6}, {"tiny-llama3-f32", 2e-6}, {"tiny-qwen2-f32", 2e-6}, {"tiny-qwen3-f32", 2e-6},
+    {"tiny-phi3-f16", 2e-6},  {"tiny-gemma2-f32", 2e-6}, {"tiny-gemma3-f32", 2e-6}};
 // Every 2-D weight in one type, then llama-quantize's mixes.
 const Oracle kQuantOracles[] = {
     {"tiny-llama-q4_1", 5e-4},   {"tiny-llama-q5_0", 5e-4},  {"tiny-llama-q5_1", 5e-4},
