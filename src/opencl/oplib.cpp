@@ -65,7 +65,7 @@ bool decodes_blocks(DType type) noexcept {
 
 bool encodes_blocks(DType type) noexcept {
   return type == DType::Q4_0 || type == DType::Q8_0 || type == DType::Q4_1 || type == DType::Q5_0 ||
-         type == DType::Q5_1;
+         type == DType::Q5_1 || type == DType::IQ4_NL;
 }
 
 OpenClRuntime& runtime_of(const device::OpContext& ctx) { return static_cast<OpenClRuntime&>(*ctx.runtime); }

@@ -21,7 +21,8 @@ std::shared_ptr<const device::OpLibrary> make_op_library();
 const device::WeightFormat& weight_format();
 // The quantized types the kernels decode (load_chunk in kernels/common.cl): all of them.
 bool decodes_blocks(DType type) noexcept;
-// The quantized types the kernels can write from f32 (CPY into them): Q4_0, Q8_0, Q4_1, Q5_0, Q5_1.
+// The quantized types the kernels can write from f32 (CPY into them): Q4_0, Q8_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL (the 32-element types; the super-block types' quantizers search and stay on the CPU).
 bool encodes_blocks(DType type) noexcept;
 
 // ---- families (one file each) ----

@@ -184,10 +184,10 @@ TEST(DeviceBackend, SupportsTheDataMovementOpsOfEveryType) {
     EXPECT_TRUE(backend->supports(*ops::reshape(ctx, a, kSuperBlock * 3))) << name(s);
     for (DType d : kAllDTypes) {
       if (!op_types_defined(Op::Cpy, OpTypes{d, {s, d}})) continue;  // not a valid CPY
-      // OpenCL quantizes only into the types without a search (README); CPY into the K-quants,
-      // IQ4_NL and IQ4_XS from another type is left to the CPU.
+      // OpenCL quantizes only into the 32-element types (README); CPY into the K-quants and IQ4_XS
+      // from another type, whose quantizers search, is left to the CPU.
       const bool searched = d == DType::Q2_K || d == DType::Q3_K || d == DType::Q4_K || d == DType::Q5_K ||
-                            d == DType::Q6_K || d == DType::IQ4_NL || d == DType::IQ4_XS;
+                            d == DType::Q6_K || d == DType::IQ4_XS;
       EXPECT_EQ(backend->supports(*ops::cpy(ctx, a, ctx.new_tensor(d, kSuperBlock, 3))), !searched || s == d)
           << name(s) << "->" << name(d);
     }

@@ -12,9 +12,10 @@ namespace {
 
 bool valid_cpy(DType s, DType d) { return op_types_defined(Op::Cpy, OpTypes{d, {s, d}}); }
 bool valid_cont(DType t) { return op_types_defined(Op::Cont, OpTypes{t, {t}}); }
-// The quantized types OpenCL's kernels quantize into (the others' searches stay on the CPU).
+// The quantized types OpenCL's kernels quantize into (the super-block types' searches stay on the CPU).
 bool device_quantizes_into(DType d) {
-  return d == DType::Q4_0 || d == DType::Q8_0 || d == DType::Q4_1 || d == DType::Q5_0 || d == DType::Q5_1;
+  return d == DType::Q4_0 || d == DType::Q8_0 || d == DType::Q4_1 || d == DType::Q5_0 || d == DType::Q5_1 ||
+         d == DType::IQ4_NL;
 }
 
 }  // namespace

@@ -302,16 +302,69 @@ inline void load_chunk(global const char* q, global const char* d, long blk, int
   }
 }
 
-// The native types with a device quantizer (ggml's reference rounding, as src/core/quant_legacy.cpp).
-inline bool has_native_quantizer(int type) { return type == T_Q4_1 || type == T_Q5_0 || type == T_Q5_1; }
-
 inline void store_half_at(global uchar* p, float v) { vstore_half_rte(v, 0, (global half*)p); }
 inline void store_u32_at(global uchar* p, uint v) {
   for (int i = 0; i < 4; ++i) p[i] = (uchar)(v >> (8 * i));
 }
 
-// Quantizes 32 floats into the native block at b (Q4_1, Q5_0 or Q5_1).
+// The grid index nearest to x (ties to the upper one), by bisection as src/core/quant_iq.cpp.
+inline int nearest_iq4_index(float x) {
+  if (x <= kIq4Values[0]) return 0;
+  if (x >= kIq4Values[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (x < kIq4Values[mid])
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return x - kIq4Values[hi - 1] < kIq4Values[hi] - x ? hi - 1 : hi;
+}
+
+// IQ4_NL as ggml's row conversion (tessera::ref::quantize_row_iq4_nl): indices of x / d for
+// d = max / -127, then the least-squares scale for them under weights x^2; no search.
+inline void quantize_iq4_nl(const float* x, global uchar* b) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < QK; ++j) {
+    if (fabs(x[j]) > amax) {
+      amax = fabs(x[j]);
+      max = x[j];
+    }
+  }
+  uchar L[QK];
+  float d = 0.0f;
+  if (amax < 1e-15f) {  // all zero: the index of 0
+    for (int j = 0; j < QK; ++j) L[j] = 8;
+  } else {
+    const float id = 1.0f / (max / (float)kIq4Values[0]);
+    float sumqx = 0.0f, sumq2 = 0.0f;
+    for (int j = 0; j < QK; ++j) {
+      const int l = nearest_iq4_index(id * x[j]);
+      L[j] = (uchar)l;
+      const float q = kIq4Values[l];
+      const float w = x[j] * x[j];
+      sumqx += w * q * x[j];
+      sumq2 += w * q * q;
+    }
+    d = sumqx / sumq2;
+  }
+  store_half_at(b, d);
+  for (int j = 0; j < 16; ++j) b[2 + j] = (uchar)(L[j] | (L[j + 16] << 4));
+}
+
+// The native types with a device quantizer (ggml's rounding, as src/core/quant_legacy.cpp and
+// the row conversion of quant_iq.cpp).
+inline bool has_native_quantizer(int type) {
+  return type == T_Q4_1 || type == T_Q5_0 || type == T_Q5_1 || type == T_IQ4_NL;
+}
+
+// Quantizes 32 floats into the native block at b (Q4_1, Q5_0, Q5_1 or IQ4_NL).
 inline void quantize_native(const float* x, global uchar* b, int type) {
+  if (type == T_IQ4_NL) {
+    quantize_iq4_nl(x, b);
+    return;
+  }
   int q[QK];
   if (type == T_Q5_0) {
     float amax = 0.0f, max = 0.0f;  // the element of largest magnitude, with its sign, first on ties

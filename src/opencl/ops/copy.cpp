@@ -1,6 +1,6 @@
 // DUP, CONT, CPY on OpenCL (kernels/copy.cl): any source strides; conversions through f32;
 // dequantizing from every block type the kernels decode (Q4_0 / Q8_0 in the device layout, the
-// others in ggml's blocks), quantizing into Q4_0, Q8_0, Q4_1, Q5_0 and Q5_1 (encodes_blocks), and
+// others in ggml's blocks), quantizing into Q4_0, Q8_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (encodes_blocks), and
 // same-type blocks copied exactly.
 #include "core/check.h"
 #include "opencl/oplib.h"
