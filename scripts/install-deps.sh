@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ccache clang-format clang libclang-rt-14-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev libpcre2-dev nlohmann-json3-dev
   opencl-c-headers opencl-clhpp-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev clinfo
 )
 missing=()

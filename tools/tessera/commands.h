@@ -12,5 +12,6 @@ void add_tokenize(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_test_ops(CLI::App& app);
+void add_chat_template(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_logits(app);
   tessera::cli::add_bench(app);
   tessera::cli::add_test_ops(app);
+  tessera::cli::add_chat_template(app);
   // llama.cpp spells the offload flag "-ngl"; CLI11 takes single-dash names of one letter only.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {
