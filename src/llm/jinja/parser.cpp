@@ -499,7 +499,7 @@ class Parser {
         ++i_;
         e = subscript(std::move(e), at);
       } else if (is(TokenType::OpenParen)) {
-        auto call = node(Expr::Kind::Call, at);
+        auto call = node(Expr::Kind::Call, e->pos);  // errors of a call point at its callee
         call->args = call_args();
         call->kids.push_back(std::move(e));
         e = std::move(call);
