@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader for a bounded time: scripts/fuzz.sh [seconds]  (default 60)
-# Seeds are the files the GGUF tests craft and write (generated here, never committed); the fuzzer is
+# Fuzzes the GGUF reader, then the chat template interpreter, each for a bounded time:
+#   scripts/fuzz.sh [seconds]  (default 60, for each)
+# GGUF seeds are the files the GGUF tests craft and write (generated here, never committed); template
+# seeds are the real templates of tests/fixtures/chat_templates/. The fuzzers are
 # clang's libFuzzer with ASan + UBSan. Exits non-zero on any crash, leak, timeout or out-of-memory;
 # the failing input is left in build/fuzz/ (crash-*, leak-*, timeout-*, oom-*).
 # TESSERA_TESTS=path/to/tessera_tests reuses a built test binary instead of building the release preset.
@@ -29,6 +31,15 @@ cmake --build build/fuzz -j "$jobs" >/dev/null
 
 # -timeout: one input may take at most 10 s; -rss_limit_mb: an input that makes the reader allocate
 # without bound is an out-of-memory failure; leaks are reported by ASan (detect_leaks is on).
-exec build/fuzz/gguf_fuzzer "$corpus" "$seeds" \
+build/fuzz/gguf_fuzzer "$corpus" "$seeds" \
   -dict=fuzz/gguf.dict -max_len=65536 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+  -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix=build/fuzz/
+
+jinja_seeds=build/fuzz/jinja_seeds
+jinja_corpus=build/fuzz/jinja_corpus
+rm -rf "$jinja_seeds"
+mkdir -p "$jinja_seeds" "$jinja_corpus"
+cp tests/fixtures/chat_templates/*.jinja "$jinja_seeds"/
+exec build/fuzz/jinja_fuzzer "$jinja_corpus" "$jinja_seeds" \
+  -dict=fuzz/jinja.dict -max_len=16384 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
   -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix=build/fuzz/

@@ -336,7 +336,9 @@ class Interpreter {
     List varargs;
     for (size_t i = params.size(); i < a.positional.size(); ++i) varargs.push_back(a.positional[i]);
     Value kwargs = Value::new_dict();
-    for (const auto& [k, v] : a.keyword) {
+    for (const auto& kv : a.keyword) {
+      const std::string& k = kv.first;
+      const Value& v = kv.second;
       const bool is_param =
           std::any_of(params.begin(), params.end(), [&](const Param& p) { return p.name == k; });
       if (k == "caller" && !is_param)
