@@ -122,3 +122,90 @@ TEST_F(ChatCli, BadInputIsAClearError) {
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.out, "chat template: line 1, column 8")) << r.out;
 }
+
+// --- tessera run -cnv ---------------------------------------------------------------------------
+
+namespace {
+
+const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+// The conversation as one text: a story model continues whatever came before.
+const char* kStoryTemplate = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}";
+
+// Runs a shell command line, stdout and stderr together.
+tessera::testing_support::CliResult shell(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string between(const std::string& s, const std::string& a, const std::string& b, size_t from = 0) {
+  const size_t i = s.find(a, from);
+  if (i == std::string::npos) return "";
+  const size_t j = s.find(b, i + a.size());
+  return s.substr(i + a.size(), j == std::string::npos ? std::string::npos : j - i - a.size());
+}
+
+}  // namespace
+
+TEST_F(ChatCli, ConversationKeepsTheCacheAcrossTurns) {
+  const std::string t = write("story.jinja", kStoryTemplate);
+  const std::string cli = std::string(TESSERA_CLI) + " run -m " + kModel + " -cnv --chat-template-file " + t +
+                          " -n 24 --temp 0 -t 2";
+  const auto r = shell("printf 'Once upon a time\\n The end.\\n/exit\\nnot read\\n' | " + cli);
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Turn 1 is the prompt `tessera run` greedily continues with the known story (24 tokens of it).
+  EXPECT_TRUE(
+      contains(r.out, "> , there was a little girl named Lily. She loved to play outside in the p\n"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "[turn 1: 5 prompt tokens, 0 cached, 5 evaluated]")) << r.out;
+  // Turn 2 evaluates only what follows the cached prefix (the first reply is in the cache).
+  const std::string turn2 = between(r.out, "[turn 3: ", "]");
+  int total = 0, cached = 0, evaluated = 0;
+  ASSERT_EQ(
+      std::sscanf(turn2.c_str(), "%d prompt tokens, %d cached, %d evaluated", &total, &cached, &evaluated), 3)
+      << r.out;
+  EXPECT_EQ(cached + evaluated, total);
+  EXPECT_GE(cached, 5 + 20) << r.out;  // the first prompt and nearly all of its reply
+  EXPECT_LE(evaluated, 8) << r.out;
+  EXPECT_FALSE(contains(r.out, "not read"));
+  // The second reply equals a fresh greedy run on the whole conversation's text.
+  const std::string reply1 = between(r.out, "> ", "\n");
+  const size_t second = r.out.find("\n> ", r.out.find("[turn 1"));
+  ASSERT_NE(second, std::string::npos) << r.out;
+  std::string tail = r.out.substr(second + 3);
+  tail = tail.substr(0, tail.find('\n'));
+  const std::string text = "Once upon a time" + reply1 + " The end.";
+  const auto fresh = run_cli("run -m " + kModel + " -p '" + text + "' -n 24 --temp 0 -t 2");
+  ASSERT_EQ(fresh.code, 0) << fresh.out;
+  EXPECT_TRUE(contains(fresh.out, text + tail)) << "chat:  " << tail << "\nfresh: " << fresh.out;
+}
+
+TEST_F(ChatCli, ConversationUsesTheFilesTemplateAndEndsAtEof) {
+  const std::string g = with_template(kModel, kStoryTemplate);
+  const auto r = shell("printf 'Once upon a time\\n' | " + std::string(TESSERA_CLI) + " run -m " + g +
+                       " --chat -sys 'Lily' -n 8 --temp 0 -t 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // The system message is part of the text: "<s>Lily" + "Once upon a time".
+  EXPECT_TRUE(contains(r.out, "[turn 2: ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "> ")) << r.out;
+}
+
+TEST_F(ChatCli, ConversationWithoutATemplateIsAClearError) {
+  const auto r = shell("printf 'hi\\n' | " + std::string(TESSERA_CLI) + " run -m " + kModel + " -cnv");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(
+      contains(r.out, "has no chat template (tokenizer.chat_template): give one with --chat-template-file"))
+      << r.out;
+  const auto bad = shell("printf 'hi\\n' | " + std::string(TESSERA_CLI) + " run -m " + kModel +
+                         " -cnv --chat-template-file " + write("bad.jinja", "{% if %}"));
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_TRUE(contains(bad.out, "chat template: line 1")) << bad.out;
+  const auto no_prompt = run_cli("run -m " + kModel);
+  EXPECT_EQ(no_prompt.code, 1);
+  EXPECT_TRUE(contains(no_prompt.out, "give a prompt with -p, or chat with -cnv")) << no_prompt.out;
+}

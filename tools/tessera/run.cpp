@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "chat.h"
 #include "commands.h"
 #include "progress.h"
 #include "tessera/error.h"
@@ -17,7 +18,8 @@ namespace tessera::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, prompt, device;
+  std::string model, prompt, device, system_prompt, chat_template_file;
+  bool chat = false;
   int n_predict = 128, threads = 0, n_gpu_layers = 0;
   int64_t n_ctx = 0;
   uint64_t seed = 0;
@@ -106,7 +108,13 @@ void add_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt with a GGUF model");
   cmd->add_option("-m,--model", args->model, "GGUF model file")->required();
-  cmd->add_option("-p,--prompt", args->prompt, "prompt text")->required();
+  auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "prompt text (required without -cnv)");
+  cmd->add_flag("--conversation,--chat", args->chat,
+                "chat through the model's chat template: one user turn per input line, /exit or end of input "
+                "ends, Ctrl-C stops a reply (llama.cpp's -cnv)");
+  cmd->add_option("--system-prompt", args->system_prompt, "with -cnv: the system message (llama.cpp's -sys)");
+  cmd->add_option("--chat-template-file", args->chat_template_file,
+                  "with -cnv: a Jinja chat template to use instead of the file's");
   cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx-size", args->n_ctx, "context size (0: the model's, at most 4096)")
       ->check(CLI::NonNegativeNumber);
@@ -123,7 +131,33 @@ void add_run(CLI::App& app) {
   cmd->add_option("--device", args->device, "device for offloaded layers (e.g. OpenCL0)");
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->add_flag("--report", args->report, "print the placement of the graph and every CPU fallback");
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, prompt] {
+    if (args->chat) {
+      ChatSettings c;
+      c.model = args->model;
+      c.device = args->device;
+      c.system_prompt = args->system_prompt;
+      c.template_file = args->chat_template_file;
+      c.n_predict = args->n_predict;
+      c.threads = args->threads;
+      c.n_gpu_layers = args->n_gpu_layers;
+      c.n_ctx = args->n_ctx;
+      c.no_mmap = args->no_mmap;
+      c.sampling.temperature = args->temp;
+      c.sampling.top_k = args->top_k;
+      c.sampling.top_p = args->top_p;
+      c.sampling.min_p = args->min_p;
+      c.sampling.repeat_penalty = args->repeat_penalty;
+      c.sampling.seed = args->seed;
+      run_chat(c);
+      return;
+    }
+    if (!args->system_prompt.empty() || !args->chat_template_file.empty())
+      throw Error(ErrorCode::InvalidArgument, "--system-prompt and --chat-template-file need -cnv");
+    if (prompt->count() == 0)
+      throw Error(ErrorCode::InvalidArgument, "give a prompt with -p, or chat with -cnv");
+    run(*args);
+  });
 }
 
 }  // namespace tessera::cli

@@ -1,0 +1,154 @@
+// `tessera run -cnv`: multi-turn chat. Each turn renders the whole conversation with the chat
+// template, tokenizes it, and evaluates only the suffix beyond the tokens already in the KV cache
+// (the common prefix is kept, anything after it is removed from the cache).
+#include "chat.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "progress.h"
+#include "tessera/error.h"
+#include "tessera/llm/chat_template.h"
+#include "tessera/llm/model.h"
+#include "tessera/llm/session.h"
+#include "tessera/llm/vocab.h"
+
+namespace tessera::cli {
+namespace {
+
+std::atomic<bool> g_generating{false};
+std::atomic<bool> g_interrupted{false};
+
+// Ctrl-C: while a reply streams, stop it; otherwise end the program (as an interrupted read would).
+void on_sigint(int) {
+  if (g_generating.load()) {
+    g_interrupted.store(true);
+    return;
+  }
+  const char msg[] = "\n";
+  (void)!write(STDOUT_FILENO, msg, sizeof(msg) - 1);
+  _exit(130);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::Io, "cannot open the chat template file " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Tokens that end an assistant turn: EOS, the file's end-of-turn id, and the control tokens the
+// common chat formats close a turn with.
+std::vector<llm::Token> end_of_turn_tokens(const llm::Vocab& vocab, const gguf::File& file) {
+  std::vector<llm::Token> out;
+  if (vocab.eos() != llm::kNoToken) out.push_back(vocab.eos());
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+    if (file.find(key) != nullptr) {
+      const int64_t id = file.get_int(key);
+      if (id >= 0 && id < static_cast<int64_t>(vocab.size())) out.push_back(static_cast<llm::Token>(id));
+    }
+  for (const char* text : {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
+                           "<\xef\xbd\x9c"
+                           "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"}) {
+    const llm::Token id = vocab.find(text);
+    if (id != llm::kNoToken && vocab.type(id) == llm::TokenType::Control) out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace
+
+void run_chat(const ChatSettings& s) {
+  llm::LoadOptions lo;
+  lo.n_gpu_layers = s.n_gpu_layers;
+  lo.device = s.device;
+  lo.use_mmap = !s.no_mmap;
+  ProgressBar bar("loading");
+  lo.progress = [&](size_t done, size_t total) { bar.update(done, total); };
+  auto model = llm::Model::load(s.model, lo);
+  const gguf::File& file = *model->file();
+  std::optional<std::string> source =
+      s.template_file.empty() ? llm::chat_template_source(file) : read_text(s.template_file);
+  if (!source)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{} has no chat template ({}): give one with --chat-template-file FILE", s.model,
+                            llm::kChatTemplateKey));
+  const llm::ChatTemplate tmpl(*source);
+  const auto vocab = llm::Vocab::from_gguf(file);
+  const std::vector<llm::Token> stops = end_of_turn_tokens(vocab, file);
+  llm::SessionOptions so;
+  so.n_ctx = s.n_ctx;
+  so.n_threads = s.threads;
+  llm::Session session(*model, so);
+  llm::Sampler sampler(s.sampling);
+
+  llm::ChatOptions options;
+  options.add_generation_prompt = true;
+  if (vocab.bos() != llm::kNoToken) options.bos_token = vocab.text(vocab.bos());
+  if (vocab.eos() != llm::kNoToken) options.eos_token = vocab.text(vocab.eos());
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!s.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", s.system_prompt}});
+
+  std::signal(SIGINT, on_sigint);
+  std::vector<llm::Token> cached;  // the tokens whose K/V the cache holds, positions 0..
+  std::string line;
+  while (true) {
+    std::fputs("> ", stdout);
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line.empty()) continue;
+    messages.push_back({{"role", "user"}, {"content", line}});
+    const std::string prompt = tmpl.apply(messages, options);
+    std::vector<llm::Token> tokens = vocab.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
+    if (vocab.special().add_bos && vocab.bos() != llm::kNoToken &&
+        (tokens.empty() || tokens[0] != vocab.bos()))
+      tokens.insert(tokens.begin(), vocab.bos());
+    if (static_cast<int64_t>(tokens.size()) + 1 > session.n_ctx())
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("the conversation has {} tokens, more than the context of {}", tokens.size(),
+                              session.n_ctx()));
+    // Keep the cached prefix the new prompt shares; at least one token is evaluated for logits.
+    size_t keep = 0;
+    while (keep < cached.size() && keep < tokens.size() && cached[keep] == tokens[keep]) ++keep;
+    keep = std::min(keep, tokens.size() - 1);
+    session.cache().seq_remove(0, static_cast<llm::Pos>(keep), -1);
+    cached.resize(keep);
+    const std::span<const llm::Token> fresh(tokens.data() + keep, tokens.size() - keep);
+    for (llm::Token t : fresh) sampler.accept(t);
+    std::vector<float> logits = session.decode(fresh);
+    cached.insert(cached.end(), fresh.begin(), fresh.end());
+
+    std::string reply;
+    g_interrupted.store(false);
+    g_generating.store(true);
+    for (int n = 0; n < s.n_predict && !g_interrupted.load(); ++n) {
+      const llm::Token next = sampler.sample(logits);
+      if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
+      const std::string piece = vocab.token_to_piece(next);
+      reply += piece;
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      if (session.n_past() >= session.n_ctx()) break;
+      logits = session.decode(std::span<const llm::Token>(&next, 1));
+      cached.push_back(next);
+    }
+    g_generating.store(false);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    fmt::print(stderr, "[turn {}: {} prompt tokens, {} cached, {} evaluated]\n", messages.size(),
+               tokens.size(), keep, fresh.size());
+    messages.push_back({{"role", "assistant"}, {"content", reply}});
+  }
+  std::signal(SIGINT, SIG_DFL);
+}
+
+}  // namespace tessera::cli
