@@ -19,6 +19,7 @@
 #include "tessera/llm/chat_template.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
+#include "tessera/llm/token_streamer.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::cli {
@@ -46,25 +47,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// Tokens that end an assistant turn: EOS, the file's end-of-turn id, and the control tokens the
-// common chat formats close a turn with.
-std::vector<llm::Token> end_of_turn_tokens(const llm::Vocab& vocab, const gguf::File& file) {
-  std::vector<llm::Token> out;
-  if (vocab.eos() != llm::kNoToken) out.push_back(vocab.eos());
-  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-    if (file.find(key) != nullptr) {
-      const int64_t id = file.get_int(key);
-      if (id >= 0 && id < static_cast<int64_t>(vocab.size())) out.push_back(static_cast<llm::Token>(id));
-    }
-  for (const char* text : {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
-                           "<\xef\xbd\x9c"
-                           "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"}) {
-    const llm::Token id = vocab.find(text);
-    if (id != llm::kNoToken && vocab.type(id) == llm::TokenType::Control) out.push_back(id);
-  }
-  return out;
-}
-
 }  // namespace
 
 void run_chat(const ChatSettings& s) {
@@ -84,7 +66,6 @@ void run_chat(const ChatSettings& s) {
                             llm::kChatTemplateKey));
   const llm::ChatTemplate tmpl(*source);
   const auto vocab = llm::Vocab::from_gguf(file);
-  const std::vector<llm::Token> stops = end_of_turn_tokens(vocab, file);
   llm::SessionOptions so;
   so.n_ctx = s.n_ctx;
   so.n_threads = s.threads;
@@ -128,12 +109,13 @@ void run_chat(const ChatSettings& s) {
     cached.insert(cached.end(), fresh.begin(), fresh.end());
 
     std::string reply;
+    llm::TokenStreamer streamer(vocab);  // whole UTF-8 characters only
     g_interrupted.store(false);
     g_generating.store(true);
     for (int n = 0; n < s.n_predict && !g_interrupted.load(); ++n) {
       const llm::Token next = sampler.sample(logits);
-      if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
-      const std::string piece = vocab.token_to_piece(next);
+      if (vocab.is_end_of_generation(next)) break;  // EOS, end of turn, ...
+      const std::string piece = streamer.push(next);
       reply += piece;
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -141,6 +123,9 @@ void run_chat(const ChatSettings& s) {
       logits = session.decode(std::span<const llm::Token>(&next, 1));
       cached.push_back(next);
     }
+    const std::string rest = streamer.finish();
+    reply += rest;
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
     g_generating.store(false);
     std::fputc('\n', stdout);
     std::fflush(stdout);

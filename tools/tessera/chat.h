@@ -16,7 +16,8 @@ struct ChatSettings {
 
 // Reads user turns from stdin (one line each; "/exit" or end of input ends the session), renders
 // the whole conversation, evaluates only the tokens beyond the cached prefix, and streams the
-// reply until an end-of-turn token, EOS or n_predict tokens. Ctrl-C stops the current reply (and
+// reply until an end-of-generation token (Vocab::is_end_of_generation: EOS, end of turn) or
+// n_predict tokens. Ctrl-C stops the current reply (and
 // ends the session while waiting for input). Error when the model has no chat template and no
 // template file is given.
 void run_chat(const ChatSettings& s);
