@@ -75,17 +75,17 @@ struct Fragment {
 
 Vocab::Vocab(std::string_view model, std::vector<std::string> tokens, std::vector<float> scores,
              std::vector<TokenType> types, SpecialTokens special)
-    : Vocab(Unchecked{}, spm_model(model), std::move(tokens), std::move(scores), std::move(types), special) {}
+    : Vocab(AnyModel{}, spm_model(model), std::move(tokens), std::move(scores), std::move(types), special) {}
 
 Vocab Vocab::byte_level_bpe(std::vector<std::string> tokens, const std::vector<std::string>& merges,
                             std::string_view pre, std::vector<TokenType> types, SpecialTokens special) {
   special.add_space_prefix = false;
-  Vocab v(Unchecked{}, "gpt2", std::move(tokens), {}, std::move(types), special);
+  Vocab v(AnyModel{}, "gpt2", std::move(tokens), {}, std::move(types), special);
   v.init_bpe_(merges, pre);
   return v;
 }
 
-Vocab::Vocab(Unchecked, std::string_view model, std::vector<std::string> tokens, std::vector<float> scores,
+Vocab::Vocab(AnyModel, std::string_view model, std::vector<std::string> tokens, std::vector<float> scores,
              std::vector<TokenType> types, SpecialTokens special)
     : model_(model),
       byte_level_(model == "gpt2"),

@@ -125,11 +125,11 @@ class Vocab {
                      bool unparse_special = false) const;
 
  private:
-  struct Index;  // text -> id lookup, special-token order, BPE merge ranks and pre-tokenizer
-  struct Unchecked {};
+  struct Index;        // text -> id lookup, special-token order, BPE merge ranks and pre-tokenizer
+  struct AnyModel {};  // selects the constructor that accepts both models
 
   // Validates and indexes the vectors (both models).
-  Vocab(Unchecked, std::string_view model, std::vector<std::string> tokens, std::vector<float> scores,
+  Vocab(AnyModel, std::string_view model, std::vector<std::string> tokens, std::vector<float> scores,
         std::vector<TokenType> types, SpecialTokens special);
 
   void check_id(Token id) const;
