@@ -8,6 +8,7 @@ void add_devices(CLI::App& app);
 void add_demo(CLI::App& app);
 void add_gguf(CLI::App& app);
 void add_run(CLI::App& app);
+void add_serve(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_bench(CLI::App& app);

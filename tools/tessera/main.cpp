@@ -16,12 +16,13 @@ int main(int argc, char** argv) {
   tessera::cli::add_demo(app);
   tessera::cli::add_gguf(app);
   tessera::cli::add_run(app);
+  tessera::cli::add_serve(app);
   tessera::cli::add_tokenize(app);
   tessera::cli::add_logits(app);
   tessera::cli::add_bench(app);
   tessera::cli::add_test_ops(app);
   tessera::cli::add_chat_template(app);
-  // llama.cpp spells flags "-ngl", "-cnv", "-sys"; CLI11 takes single-dash names of one letter only.
+  // llama.cpp spells flags "-ngl", "-cnv", "-sys", "-np"; CLI11 takes single-dash names of one letter only.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {
     std::string a = argv[i];
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     if (a == "-cnv") a = "--conversation";
     if (a == "-sys") a = "--system-prompt";
     if (a.rfind("-ngl=", 0) == 0) a = "--n-gpu-layers=" + a.substr(5);
+    if (a == "-np") a = "--np";
     args.push_back(std::move(a));
   }
   try {

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Benchmark of `tessera serve` (not a test): aggregate generation throughput with 1, 2, 4 and 8
+concurrent clients (128 tokens each), and the time to first token of a 512-token prompt while 3
+other clients generate. Starts the server itself on 127.0.0.1 (a free port) and stops it.
+
+  bench/serve_bench.py [--cli build/release/tessera] [--model /work/bench-models/m250-q4_0.gguf] [-t N]
+"""
+import argparse, http.client, json, random, re, subprocess, sys, threading, time
+
+
+def post(port, body, stream=False):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    return c, c.getresponse()
+
+
+def generate(port, prompt, n, out, i):
+    c, r = post(port, {"prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": True})
+    j = json.loads(r.read())
+    c.close()
+    out[i] = j["usage"]["completion_tokens"]
+
+
+def throughput(port, clients, n):
+    out = [0] * clients
+    threads = [threading.Thread(target=generate, args=(port, "Once upon a time %d" % i, n, out, i))
+               for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads: t.start()
+    for t in threads: t.join()
+    dt = time.perf_counter() - t0
+    return sum(out), dt
+
+
+def ttft(port, n_prompt, others, n_other):
+    out = [0] * others
+    threads = [threading.Thread(target=generate, args=(port, "The little dog %d" % i, n_other, out, i))
+               for i in range(others)]
+    for t in threads: t.start()
+    time.sleep(1.0)  # the others are generating
+    rng = random.Random(7)
+    prompt = [1] + [rng.randrange(300, 30000) for _ in range(n_prompt - 1)]
+    t0 = time.perf_counter()
+    c, r = post(port, {"prompt": prompt, "max_tokens": 8, "temperature": 0, "stream": True, "ignore_eos": True})
+    first = None
+    while True:
+        line = r.readline()
+        if not line: break
+        if line.startswith(b"data: {") and first is None and b'"text":""' not in line:
+            first = time.perf_counter() - t0
+    c.close()
+    for t in threads: t.join()
+    return first
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", default="build/release/tessera")
+    ap.add_argument("--model", default="/work/bench-models/m250-q4_0.gguf")
+    ap.add_argument("-t", "--threads", type=int, default=0)
+    ap.add_argument("-n", type=int, default=128)
+    a = ap.parse_args()
+    srv = subprocess.Popen([a.cli, "serve", "-m", a.model, "--port", "0", "-np", "8", "-c", str(8 * 1024),
+                            "-t", str(a.threads)], stderr=subprocess.PIPE, text=True)
+    port = None
+    for line in srv.stderr:
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m: port = int(m.group(1))
+        if "model loaded" in line: break
+    threading.Thread(target=lambda: [None for _ in srv.stderr], daemon=True).start()  # drain the log
+    try:
+        throughput(port, 1, 8)  # warm-up
+        print("| clients | tokens | seconds | tokens/s | vs 1 client |")
+        print("| ---: | ---: | ---: | ---: | ---: |")
+        base = None
+        for clients in (1, 2, 4, 8):
+            tokens, dt = throughput(port, clients, a.n)
+            tps = tokens / dt
+            base = base or tps
+            print("| %d | %d | %.1f | %.2f | %.2fx |" % (clients, tokens, dt, tps, tps / base), flush=True)
+        t = ttft(port, 512, 3, a.n)
+        print("\nTTFT of a 512-token prompt while 3 clients generate: %.0f ms" % (1000 * t))
+    finally:
+        srv.terminate()
+        srv.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

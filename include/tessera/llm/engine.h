@@ -1,0 +1,149 @@
+#pragma once
+// Continuous batching: many generations share one Model, one Session and its KvCache. A thread of
+// the engine's own runs steps; each step decodes one Batch holding the next token of every
+// generating sequence plus a bounded chunk of pending prompt tokens, so running generations keep
+// their pace while a long prompt is read. Requests join and leave between steps; when every slot
+// is busy they wait in a bounded queue.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/llm/model.h"
+#include "tessera/llm/sampler.h"
+#include "tessera/llm/session.h"
+#include "tessera/llm/vocab.h"
+
+namespace tessera::llm {
+
+enum class FinishReason { None, Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason reason) noexcept;  // "stop", "length", ...
+
+struct GenerationParams {
+  SamplerOptions sampling;
+  int max_tokens = 128;           // generated tokens at most (the slot's context bounds it too)
+  std::vector<std::string> stop;  // strings that end the generation; never part of the text
+  bool stop_at_eos = true;
+};
+
+// What a generation has produced since the last poll.
+struct GenerationUpdate {
+  std::string text;  // new text: stop strings and incomplete UTF-8 are held back until settled
+  bool done = false;
+  FinishReason finish = FinishReason::None;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens reused from what the slot already held
+  int completion_tokens = 0;
+  std::string error;  // when finish is Error
+};
+
+class Engine;
+
+// One request's handle, shared by the requester and the engine.
+class Generation {
+ public:
+  // Waits up to `timeout` for new text or the end; returns what arrived (possibly nothing).
+  GenerationUpdate poll(std::chrono::milliseconds timeout);
+  // Waits for the end; returns the whole text.
+  GenerationUpdate wait();
+  // Stops the generation at the next step; its cells are freed then.
+  void cancel() noexcept { cancelled_.store(true); }
+  bool cancelled() const noexcept { return cancelled_.load(); }
+
+ private:
+  friend class Engine;
+  void push(const std::string& text);
+  void finish(FinishReason reason, const std::string& error = {});
+
+  std::vector<Token> prompt_;
+  GenerationParams params_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string pending_;
+  GenerationUpdate state_;  // counts and the end; text unused
+};
+
+struct EngineOptions {
+  int n_slots = 1;  // sequences decoded together
+  int64_t n_ctx =
+      0;  // KV cells in all; each slot may hold n_ctx / n_slots (0: 4096 per slot, capped at the model's)
+  int n_threads = 0;           // CPU threads (0: all cores)
+  size_t max_queue = 64;       // requests that may wait while every slot is busy; submit() refuses beyond
+  int64_t prompt_chunk = 128;  // prompt tokens read per step, all slots together
+};
+
+// Counters for /metrics; a snapshot.
+struct EngineStats {
+  int active_slots = 0;
+  size_t queue_depth = 0;
+  int64_t kv_cells_used = 0;
+  int64_t kv_cells = 0;
+  uint64_t prompt_tokens = 0;     // prompt tokens decoded (reused prefixes not counted)
+  uint64_t generated_tokens = 0;  // tokens sampled
+  uint64_t steps = 0;
+  double decode_seconds = 0.0;  // time spent in decode
+};
+
+class Engine {
+ public:
+  Engine(const Model& model, const Vocab& vocab, const EngineOptions& options = {});
+  ~Engine();  // shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a generation. nullptr when the queue is full. Error(InvalidArgument) on an empty prompt,
+  // a prompt that leaves no room in a slot's context, or max_tokens <= 0.
+  std::shared_ptr<Generation> submit(std::vector<Token> prompt, const GenerationParams& params);
+
+  // Cancels every generation (running and queued) and stops the thread; later submits end at
+  // once, cancelled. Idempotent.
+  void shutdown();
+
+  int64_t slot_ctx() const noexcept { return slot_ctx_; }
+  int n_slots() const noexcept { return static_cast<int>(slots_.size()); }
+  EngineStats stats() const;
+
+ private:
+  struct Slot {
+    SeqId seq = 0;
+    std::vector<Token> held;  // the tokens this sequence holds in the cache, positions 0..
+    std::shared_ptr<Generation> job;
+    std::unique_ptr<Sampler> sampler;
+    size_t fed = 0;         // prompt tokens in the cache
+    Token next = kNoToken;  // sampled, to be decoded at the next step (generating when set)
+    std::string text;       // everything generated so far
+    size_t emitted = 0;     // bytes of text handed to the job
+    int generated = 0;
+  };
+
+  void loop();
+  void admit(std::unique_lock<std::mutex>& lock);
+  void step();
+  // Handles one sampled token; returns true when the slot's generation ended.
+  bool accept_token(Slot& slot, Token token);
+  void release(Slot& slot, FinishReason reason, const std::string& error = {});
+  void emit(Slot& slot, bool final);
+
+  const Model& model_;
+  const Vocab& vocab_;
+  EngineOptions options_;
+  int64_t slot_ctx_ = 0;
+  std::unique_ptr<Session> session_;
+  std::vector<Slot> slots_;
+
+  mutable std::mutex mutex_;  // guards queue_, stop_ and the counters below
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Generation>> queue_;
+  bool stop_ = false;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace tessera::llm

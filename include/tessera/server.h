@@ -1,0 +1,53 @@
+#pragma once
+// An OpenAI-compatible HTTP server over the continuous-batching engine (llm/engine.h):
+// /v1/completions, /v1/chat/completions (streamed as Server-Sent Events or not), /v1/models,
+// /tokenize, /detokenize, /health and /metrics. Apps may embed it; `tessera serve` is a thin CLI.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace tessera::server {
+
+struct ServerOptions {
+  std::string model_path;
+  std::string host = "127.0.0.1";  // loopback unless told otherwise
+  int port = 8080;                 // 0: any free port (see Server::port)
+  int n_slots = 1;                 // sequences generated together
+  int64_t n_ctx = 0;  // KV cells in all, shared by the slots (0: 4096 per slot, capped at the model's)
+  int n_threads = 0;  // CPU threads (0: all cores)
+  int n_gpu_layers = 0;
+  std::string device;
+  std::string api_key;             // non-empty: every route but /health needs "Authorization: Bearer <key>"
+  std::string chat_template_file;  // empty: the model's tokenizer.chat_template
+  size_t max_queue = 64;           // requests waiting for a slot; beyond, 503 at once
+  int timeout_s = 600;             // socket read/write timeout, and the longest a request may run
+  size_t max_body_bytes = size_t{1} << 20;  // larger bodies: 413
+  int64_t prompt_chunk = 128;               // prompt tokens read per step, all slots together
+  // One line per request (method, path, status, tokens, ms); unset: stderr.
+  std::function<void(const std::string&)> log;
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();  // stops
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds (Error when the address cannot be bound) and serves in background threads; the model
+  // loads in the background, /health answers 503 until it is ready.
+  void start();
+  // Blocks until the model is loaded; rethrows the load's Error when it failed.
+  void wait_loaded();
+  int port() const noexcept;  // the bound port
+  // Stops accepting, cancels every generation and joins the threads. Idempotent.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::server

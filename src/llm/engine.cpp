@@ -1,0 +1,385 @@
+// The continuous-batching engine: slots, the queue, and the step that decodes every slot's next
+// token together with a chunk of pending prompts.
+#include "tessera/llm/engine.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace tessera::llm {
+namespace {
+
+// Bytes at the end of `text` that begin a UTF-8 sequence not yet complete.
+size_t incomplete_utf8_tail(const std::string& text) {
+  const size_t n = text.size();
+  for (size_t back = 1; back <= std::min<size_t>(3, n); ++back) {
+    const auto c = static_cast<unsigned char>(text[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    size_t len = 1;
+    if ((c & 0xE0) == 0xC0)
+      len = 2;
+    else if ((c & 0xF0) == 0xE0)
+      len = 3;
+    else if ((c & 0xF8) == 0xF0)
+      len = 4;
+    return len > back ? back : 0;
+  }
+  return 0;
+}
+
+// The longest suffix of `text` (from `from`) that is a proper prefix of a stop string: it may
+// still become a stop, so it is held back.
+size_t stop_prefix_tail(const std::string& text, size_t from, const std::vector<std::string>& stops) {
+  size_t hold = 0;
+  for (const std::string& s : stops) {
+    for (size_t k = std::min(s.size() - 1, text.size() - from); k > hold; --k)
+      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+  }
+  return hold;
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason reason) noexcept {
+  switch (reason) {
+    case FinishReason::None:
+      return "none";
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Cancelled:
+      return "cancelled";
+    case FinishReason::Error:
+      return "error";
+  }
+  return "none";
+}
+
+GenerationUpdate Generation::poll(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || state_.done; });
+  GenerationUpdate u = state_;
+  u.text = std::move(pending_);
+  pending_.clear();
+  return u;
+}
+
+GenerationUpdate Generation::wait() {
+  std::string text;
+  for (;;) {
+    GenerationUpdate u = poll(std::chrono::milliseconds(1000));
+    text += u.text;
+    if (u.done) {
+      u.text = std::move(text);
+      return u;
+    }
+  }
+}
+
+void Generation::push(const std::string& text) {
+  if (text.empty()) return;
+  {
+    std::lock_guard lock(mutex_);
+    pending_ += text;
+  }
+  cv_.notify_all();
+}
+
+void Generation::finish(FinishReason reason, const std::string& error) {
+  {
+    std::lock_guard lock(mutex_);
+    state_.done = true;
+    state_.finish = reason;
+    state_.error = error;
+  }
+  cv_.notify_all();
+}
+
+Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& options)
+    : model_(model), vocab_(vocab), options_(options) {
+  if (options.n_slots <= 0)
+    raise(ErrorCode::InvalidArgument, "slots must be positive, got {}", options.n_slots);
+  if (options.prompt_chunk <= 0)
+    raise(ErrorCode::InvalidArgument, "the prompt chunk must be positive, got {}", options.prompt_chunk);
+  const int64_t n_slots = options.n_slots;
+  const int64_t n_ctx =
+      options.n_ctx > 0 ? options.n_ctx : n_slots * std::min<int64_t>(model.hparams().n_ctx_train, 4096);
+  slot_ctx_ = n_ctx / n_slots;
+  if (slot_ctx_ < 2)
+    raise(ErrorCode::InvalidArgument,
+          "a context of {} cells leaves {} per slot for {} slots (at least 2 needed)", n_ctx, slot_ctx_,
+          n_slots);
+  SessionOptions so;
+  so.n_ctx = slot_ctx_ * n_slots;
+  so.n_threads = options.n_threads;
+  // One step is one micro-batch: every slot's token plus the prompt chunk.
+  so.n_batch = n_slots + options.prompt_chunk;
+  session_ = std::make_unique<Session>(model, so);
+  slots_.resize(static_cast<size_t>(n_slots));
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].seq = static_cast<SeqId>(i);
+  stats_.kv_cells = session_->n_ctx();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<Generation> Engine::submit(std::vector<Token> prompt, const GenerationParams& params) {
+  if (prompt.empty()) raise(ErrorCode::InvalidArgument, "the prompt is empty");
+  if (static_cast<int64_t>(prompt.size()) > slot_ctx_)
+    raise(ErrorCode::InvalidArgument, "the prompt has {} tokens, more than the context of {} per slot",
+          prompt.size(), slot_ctx_);
+  if (params.max_tokens <= 0)
+    raise(ErrorCode::InvalidArgument, "max_tokens must be positive, got {}", params.max_tokens);
+  const int64_t n_vocab = static_cast<int64_t>(vocab_.size());
+  for (Token t : prompt)
+    if (t < 0 || t >= n_vocab) raise(ErrorCode::InvalidArgument, "token id {} is outside the vocabulary", t);
+  for (const std::string& s : params.stop)
+    if (s.empty()) raise(ErrorCode::InvalidArgument, "a stop string is empty");
+  Sampler check(params.sampling);  // throws on invalid sampling options
+  auto job = std::make_shared<Generation>();
+  job->prompt_ = std::move(prompt);
+  job->params_ = params;
+  job->state_.prompt_tokens = static_cast<int>(job->prompt_.size());
+  {
+    std::lock_guard lock(mutex_);
+    if (stop_) {
+      job->finish(FinishReason::Cancelled, "the server is stopping");
+      return job;
+    }
+    // Free slots take requests at once; beyond them, max_queue may wait.
+    const size_t free_slots = slots_.size() - static_cast<size_t>(stats_.active_slots);
+    if (queue_.size() >= options_.max_queue + free_slots) return nullptr;
+    queue_.push_back(job);
+    stats_.queue_depth = queue_.size();
+  }
+  cv_.notify_all();
+  return job;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Engine::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (stop_) break;
+    admit(lock);
+    const bool busy =
+        std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.job != nullptr; });
+    if (!busy) {
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      continue;
+    }
+    lock.unlock();
+    step();
+    lock.lock();
+  }
+  for (Slot& s : slots_)
+    if (s.job) s.job->finish(FinishReason::Cancelled, "the server is stopping");
+  for (auto& job : queue_) job->finish(FinishReason::Cancelled, "the server is stopping");
+  queue_.clear();
+}
+
+void Engine::admit(std::unique_lock<std::mutex>&) {
+  // Requests cancelled while they waited leave the queue.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if ((*it)->cancelled()) {
+      (*it)->finish(FinishReason::Cancelled);
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  while (!queue_.empty()) {
+    // The free slot that already holds the longest prefix of the prompt.
+    Slot* best = nullptr;
+    size_t best_common = 0;
+    const std::vector<Token>& prompt = queue_.front()->prompt_;
+    for (Slot& s : slots_) {
+      if (s.job) continue;
+      const size_t n = std::min(s.held.size(), prompt.size());
+      const size_t common = static_cast<size_t>(
+          std::mismatch(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(n), s.held.begin())
+              .first -
+          prompt.begin());
+      if (best == nullptr || common > best_common) {
+        best = &s;
+        best_common = common;
+      }
+    }
+    if (best == nullptr) break;
+    Slot& s = *best;
+    s.job = queue_.front();
+    queue_.pop_front();
+    // At least the last prompt token is decoded again: its logits give the first token.
+    const size_t reuse = std::min(best_common, prompt.size() - 1);
+    session_->cache().seq_remove(s.seq, static_cast<Pos>(reuse), -1);
+    s.held.resize(reuse);
+    s.fed = reuse;
+    s.next = kNoToken;
+    s.text.clear();
+    s.emitted = 0;
+    s.generated = 0;
+    s.sampler = std::make_unique<Sampler>(s.job->params_.sampling);
+    for (Token t : prompt) s.sampler->accept(t);
+    {
+      std::lock_guard jl(s.job->mutex_);
+      s.job->state_.cached_tokens = static_cast<int>(reuse);
+    }
+    ++stats_.active_slots;
+  }
+  stats_.queue_depth = queue_.size();
+}
+
+void Engine::release(Slot& slot, FinishReason reason, const std::string& error) {
+  // A cancelled or failed sequence gives its cells back now; a finished one keeps them as the
+  // prefix the slot's next request may reuse (a slot never holds more than its share).
+  if (reason == FinishReason::Cancelled || reason == FinishReason::Error) {
+    session_->cache().seq_clear(slot.seq);
+    slot.held.clear();
+  }
+  {
+    // The counters first: a requester that sees its end also sees them.
+    std::lock_guard lock(mutex_);
+    --stats_.active_slots;
+    stats_.kv_cells_used = session_->cache().used();
+  }
+  slot.job->finish(reason, error);
+  slot.job.reset();
+  slot.sampler.reset();
+  slot.next = kNoToken;
+}
+
+void Engine::emit(Slot& slot, bool final) {
+  size_t end = slot.text.size();
+  if (!final) {
+    end -= stop_prefix_tail(slot.text, slot.emitted, slot.job->params_.stop);
+    const std::string settled = slot.text.substr(0, end);
+    end -= incomplete_utf8_tail(settled);
+  }
+  if (end > slot.emitted) {
+    slot.job->push(slot.text.substr(slot.emitted, end - slot.emitted));
+    slot.emitted = end;
+  }
+}
+
+bool Engine::accept_token(Slot& slot, Token token) {
+  const GenerationParams& p = slot.job->params_;
+  if (p.stop_at_eos && token == vocab_.eos()) {
+    emit(slot, true);
+    release(slot, FinishReason::Stop);
+    return true;
+  }
+  ++slot.generated;
+  {
+    std::lock_guard jl(slot.job->mutex_);
+    slot.job->state_.completion_tokens = slot.generated;
+  }
+  const size_t from = slot.emitted;
+  slot.text += vocab_.token_to_piece(token);
+  // A stop string cannot start before `from`: emit() holds back any tail that could begin one.
+  size_t stop_at = std::string::npos;
+  for (const std::string& s : p.stop) stop_at = std::min(stop_at, slot.text.find(s, from));
+  if (stop_at != std::string::npos) {
+    slot.text.resize(stop_at);
+    emit(slot, true);
+    release(slot, FinishReason::Stop);
+    return true;
+  }
+  if (slot.generated >= p.max_tokens || static_cast<int64_t>(slot.held.size()) >= slot_ctx_) {
+    emit(slot, true);
+    release(slot, FinishReason::Length);
+    return true;
+  }
+  emit(slot, false);
+  slot.next = token;
+  return false;
+}
+
+void Engine::step() {
+  for (Slot& s : slots_)
+    if (s.job && s.job->cancelled()) release(s, FinishReason::Cancelled);
+
+  Batch batch;
+  std::vector<Slot*> rows;  // the slot of each output row
+  std::vector<size_t> prompt_taken(slots_.size(), 0);
+  for (Slot& s : slots_) {
+    if (!s.job || s.next == kNoToken) continue;
+    batch.add(s.next, static_cast<Pos>(s.held.size()), s.seq, true);
+    rows.push_back(&s);
+  }
+  int64_t budget = options_.prompt_chunk;
+  for (size_t i = 0; i < slots_.size() && budget > 0; ++i) {
+    Slot& s = slots_[i];
+    if (!s.job || s.next != kNoToken) continue;
+    const std::vector<Token>& prompt = s.job->prompt_;
+    const size_t n = std::min(static_cast<size_t>(budget), prompt.size() - s.fed);
+    for (size_t j = 0; j < n; ++j) {
+      const size_t at = s.fed + j;
+      batch.add(prompt[at], static_cast<Pos>(at), s.seq, at + 1 == prompt.size());
+    }
+    if (s.fed + n == prompt.size()) rows.push_back(&s);
+    prompt_taken[i] = n;
+    budget -= static_cast<int64_t>(n);
+  }
+  if (batch.size() == 0) return;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float>* logits = nullptr;
+  try {
+    logits = &session_->decode(batch);
+  } catch (const Error& e) {
+    for (Slot& s : slots_)
+      if (s.job) release(s, FinishReason::Error, e.what());
+    return;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // The cache now holds the batch: record it per slot (in batch order: generating slots first).
+  size_t n_prompt = 0;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (!s.job) continue;
+    if (s.next != kNoToken) {
+      s.held.push_back(s.next);
+      s.next = kNoToken;
+    } else if (prompt_taken[i] > 0) {
+      const auto& prompt = s.job->prompt_;
+      s.held.insert(s.held.end(), prompt.begin() + static_cast<std::ptrdiff_t>(s.fed),
+                    prompt.begin() + static_cast<std::ptrdiff_t>(s.fed + prompt_taken[i]));
+      s.fed += prompt_taken[i];
+      n_prompt += prompt_taken[i];
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.steps;
+    stats_.prompt_tokens += n_prompt;
+    stats_.generated_tokens += rows.size();  // each output row samples one token
+    stats_.decode_seconds += seconds;
+    stats_.kv_cells_used = session_->cache().used();
+  }
+  const size_t n_vocab = logits->size() / std::max<size_t>(rows.size(), 1);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    Slot& s = *rows[r];
+    const std::span<const float> row(logits->data() + r * n_vocab, n_vocab);
+    accept_token(s, s.sampler->sample(row));
+  }
+}
+
+}  // namespace tessera::llm

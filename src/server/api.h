@@ -1,0 +1,48 @@
+#pragma once
+// The OpenAI request and response shapes: JSON bodies to generation parameters (with errors in
+// OpenAI's shape), and generation results to JSON.
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/llm/engine.h"
+
+namespace tessera::server {
+
+// A request the server refuses: HTTP status and OpenAI's error object.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string code;
+};
+[[noreturn]] void fail(int status, std::string message, std::string code = {},
+                       std::string type = "invalid_request_error");
+nlohmann::json error_body(const ApiError& e);
+
+// The body as a JSON object; malformed JSON or a non-object is a 400.
+nlohmann::json parse_body(const std::string& body);
+
+// What /v1/completions and /v1/chat/completions share.
+struct GenerationRequest {
+  llm::GenerationParams params;
+  std::optional<int> max_tokens;  // unset: as much as the context allows
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+// Reads max_tokens, temperature, top_p, top_k, min_p, repeat_penalty, seed, stop, ignore_eos,
+// stream, stream_options, n.
+// Wrong types are 400, values out of range 422.
+GenerationRequest parse_generation(const nlohmann::json& body, bool chat);
+
+// Typed accessors: nullopt when the member is absent or null, 400 naming it when of another type.
+std::optional<std::string> get_string(const nlohmann::json& body, const char* key);
+std::optional<bool> get_bool(const nlohmann::json& body, const char* key);
+std::optional<int64_t> get_int(const nlohmann::json& body, const char* key);
+std::optional<double> get_number(const nlohmann::json& body, const char* key);
+
+// A JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
+std::string dump(const nlohmann::json& j);
+
+}  // namespace tessera::server

@@ -1,0 +1,197 @@
+// The continuous-batching engine on stories260K: greedy text equals a plain Session's, alone and
+// among 7 concurrent requests; stop strings across token boundaries; the bounded queue;
+// cancellation frees cells; prefix reuse; bad requests.
+#include "tessera/llm/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tessera/error.h"
+
+using namespace tessera;
+using namespace tessera::llm;
+
+namespace {
+
+const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+
+class EngineTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = Model::load(kModel).release();
+    vocab_ = new Vocab(Vocab::from_gguf(*model_->file()));
+  }
+  static void TearDownTestSuite() {
+    delete vocab_;
+    delete model_;
+  }
+  // The independent expectation: greedy generation with a Session of its own, token by token.
+  static std::string reference(const std::string& prompt, int n) {
+    Session session(*model_);
+    const auto tokens = vocab_->encode(prompt, true);
+    std::vector<float> logits = session.decode(tokens);
+    Sampler sampler(greedy().sampling);
+    std::string text;
+    for (int i = 0; i < n; ++i) {
+      const Token t = sampler.sample(logits);
+      if (t == vocab_->eos()) break;
+      text += vocab_->token_to_piece(t);
+      logits = session.decode(std::span<const Token>(&t, 1));
+    }
+    return text;
+  }
+  static GenerationParams greedy(int max_tokens = 40) {
+    GenerationParams p;
+    p.sampling.temperature = 0.0f;
+    p.max_tokens = max_tokens;
+    return p;
+  }
+  static std::vector<Token> encode(const std::string& s) { return vocab_->encode(s, true); }
+  static Model* model_;
+  static Vocab* vocab_;
+};
+Model* EngineTest::model_ = nullptr;
+Vocab* EngineTest::vocab_ = nullptr;
+
+const std::vector<std::string> kPrompts = {
+    "Once upon a time",         "The little dog", "Lily and Tom went to the park",
+    "One day, a big bear",      "The sun was",    "There was a girl named Sue who liked",
+    "A bird sat on a tree and", "Mom said to Ben"};
+
+}  // namespace
+
+TEST_F(EngineTest, GreedyAloneMatchesThePlainSession) {
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
+  const auto r = engine.submit(encode("Once upon a time"), greedy())->wait();
+  EXPECT_EQ(r.finish, FinishReason::Length);
+  EXPECT_EQ(r.completion_tokens, 40);
+  EXPECT_EQ(r.prompt_tokens, static_cast<int>(encode("Once upon a time").size()));
+  EXPECT_EQ(r.text.rfind(", there was a little girl named Lily. She loved to play outside in the park.", 0),
+            0u)
+      << r.text;
+  EXPECT_EQ(r.text, reference("Once upon a time", 40));
+}
+
+TEST_F(EngineTest, EightConcurrentRequestsGiveTheirAloneText) {
+  std::vector<std::string> alone;
+  for (const auto& p : kPrompts) alone.push_back(reference(p, 48));
+  // Small prompt chunks so that prompts are read over several steps while others generate.
+  Engine engine(*model_, *vocab_, {.n_slots = 8, .n_ctx = 8 * 128, .prompt_chunk = 5});
+  std::vector<std::shared_ptr<Generation>> jobs;
+  for (const auto& p : kPrompts) jobs.push_back(engine.submit(encode(p), greedy(48)));
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(jobs[i]->wait().text, alone[i]) << kPrompts[i];
+  EXPECT_EQ(engine.stats().active_slots, 0);
+  EXPECT_EQ(engine.stats().generated_tokens, 8u * 48u);
+}
+
+TEST_F(EngineTest, StreamedPiecesConcatenateToTheText) {
+  Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 512});
+  auto job = engine.submit(encode("Once upon a time"), greedy(30));
+  std::string streamed;
+  int polls_with_text = 0;
+  for (;;) {
+    auto u = job->poll(std::chrono::milliseconds(500));
+    if (!u.text.empty()) ++polls_with_text;
+    streamed += u.text;
+    if (u.done) break;
+  }
+  EXPECT_EQ(streamed, reference("Once upon a time", 30));
+  EXPECT_GT(polls_with_text, 1);  // text arrives as it is generated, not at the end only
+}
+
+TEST_F(EngineTest, StopStringsAcrossTokensEndTheTextAndAreNotEmitted) {
+  const std::string full = reference("Once upon a time", 40);
+  ASSERT_NE(full.find("little girl"), std::string::npos);
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
+  GenerationParams p = greedy();
+  p.stop = {"tle gi", "never there"};  // the first spans " little" and " girl"
+  auto job = engine.submit(encode("Once upon a time"), p);
+  std::string streamed;
+  GenerationUpdate u;
+  do {
+    u = job->poll(std::chrono::milliseconds(500));
+    streamed += u.text;
+  } while (!u.done);
+  EXPECT_EQ(u.finish, FinishReason::Stop);
+  EXPECT_EQ(streamed, full.substr(0, full.find("tle gi")));
+  EXPECT_EQ(streamed, ", there was a lit");
+}
+
+TEST_F(EngineTest, FullQueueRefusesAtOnceAndCancelFreesCells) {
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256, .max_queue = 1});
+  GenerationParams long_run = greedy(200);
+  long_run.stop_at_eos = false;
+  auto a = engine.submit(encode("Once upon a time"), long_run);
+  ASSERT_NE(a, nullptr);
+  // Wait until a holds the slot (it has produced text), so that the queue is empty.
+  std::string got;
+  while (got.empty()) got += a->poll(std::chrono::milliseconds(500)).text;
+  auto b = engine.submit(encode("The little dog"), greedy(5));
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(engine.stats().queue_depth, 1u);
+  EXPECT_EQ(engine.submit(encode("The sun was"), greedy(5)), nullptr);  // queue full
+  a->cancel();
+  const auto ra = a->wait();
+  EXPECT_EQ(ra.finish, FinishReason::Cancelled);
+  EXPECT_LT(ra.completion_tokens, 200);
+  const auto rb = b->wait();
+  EXPECT_EQ(rb.finish, FinishReason::Length);
+  EXPECT_EQ(rb.text, reference("The little dog", 5));
+  // b finished and keeps its prompt and 4 decoded tokens for reuse; a's cells were all freed.
+  EXPECT_EQ(engine.stats().kv_cells_used, static_cast<int64_t>(encode("The little dog").size()) + 4);
+  EXPECT_EQ(engine.stats().queue_depth, 0u);
+}
+
+TEST_F(EngineTest, WithoutAQueueFreeSlotsStillTakeRequests) {
+  Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 512, .max_queue = 0});
+  GenerationParams long_run = greedy(250);
+  long_run.stop_at_eos = false;
+  auto a = engine.submit(encode("Once upon a time"), long_run);
+  auto b = engine.submit(encode("The sun was"), long_run);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::string got;
+  while (got.empty()) got += b->poll(std::chrono::milliseconds(500)).text;
+  EXPECT_EQ(engine.submit(encode("The little dog"), greedy(5)), nullptr);  // both slots busy
+  a->cancel();
+  b->cancel();
+  EXPECT_EQ(a->wait().finish, FinishReason::Cancelled);
+  EXPECT_EQ(b->wait().finish, FinishReason::Cancelled);
+  auto c = engine.submit(encode("The little dog"), greedy(5));
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->wait().text, reference("The little dog", 5));
+}
+
+TEST_F(EngineTest, ANewRequestReusesThePrefixItsSlotHolds) {
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
+  const auto first = encode("Once upon a time");
+  const auto r1 = engine.submit(first, greedy(10))->wait();
+  EXPECT_EQ(r1.cached_tokens, 0);
+  // The second prompt continues the first conversation: prompt + reply + more.
+  const std::string second_text = "Once upon a time" + r1.text + " The end. Then";
+  const auto second = encode(second_text);
+  const auto r2 = engine.submit(second, greedy(20))->wait();
+  // At least the first prompt is reused (the reply's tokens too, where the joined text
+  // tokenizes the same at the seam); the text is what a fresh session gives.
+  EXPECT_GE(r2.cached_tokens, static_cast<int>(first.size()));
+  EXPECT_LT(r2.cached_tokens, static_cast<int>(second.size()));
+  EXPECT_EQ(r2.text, reference(second_text, 20));
+}
+
+TEST_F(EngineTest, BadRequestsAreErrors) {
+  Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 64});
+  EXPECT_EQ(engine.slot_ctx(), 32);
+  EXPECT_THROW(engine.submit({}, greedy()), Error);
+  EXPECT_THROW(engine.submit(encode("Hi"), greedy(0)), Error);
+  EXPECT_THROW(engine.submit(std::vector<Token>(33, 100), greedy()), Error);
+  EXPECT_THROW(engine.submit({1, 999999}, greedy()), Error);
+  GenerationParams bad = greedy();
+  bad.sampling.top_p = 0.0f;
+  EXPECT_THROW(engine.submit(encode("Hi"), bad), Error);
+  // A prompt that fills the slot's context gets one token and ends with length.
+  const auto r = engine.submit(std::vector<Token>(32, 100), greedy())->wait();
+  EXPECT_EQ(r.finish, FinishReason::Length);
+  EXPECT_EQ(r.completion_tokens, 1);
+  EXPECT_THROW(Engine(*model_, *vocab_, {.n_slots = 0}), Error);
+}

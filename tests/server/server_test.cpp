@@ -1,0 +1,371 @@
+// The HTTP server in-process on 127.0.0.1 (a free port) with stories260K: completions streamed
+// and not, the same text under load, stop strings, errors in OpenAI's shape, the API key, the
+// bounded queue, cancellation on disconnect, tokenize, metrics and the log line.
+#include "tessera/server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tessera/error.h"
+#include "tessera/llm/model.h"
+#include "tessera/llm/vocab.h"
+
+using namespace tessera;
+using nlohmann::json;
+
+namespace {
+
+const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kLily = ", there was a little girl named Lily. She loved to play outside in the park.";
+
+struct TestServer {
+  // `configure` changes the defaults (one slot, 256 cells per slot, any free port).
+  explicit TestServer(const std::function<void(server::ServerOptions&)>& configure = {}) {
+    server::ServerOptions o;
+    if (configure) configure(o);
+    o.model_path = kModel;
+    o.port = 0;
+    if (o.n_ctx == 0) o.n_ctx = 256 * o.n_slots;
+    o.log = [this](const std::string& line) {
+      std::lock_guard lock(mutex);
+      lines.push_back(line);
+    };
+    srv = std::make_unique<server::Server>(o);
+    srv->start();
+    srv->wait_loaded();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", srv->port());
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const json& body, const httplib::Headers& h = {}) const {
+    return client().Post(path.c_str(), h, body.dump(), "application/json");
+  }
+  std::vector<std::string> log() {
+    std::lock_guard lock(mutex);
+    return lines;
+  }
+  // The log outlives the server (its threads log until it stops).
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  std::unique_ptr<server::Server> srv;
+};
+
+json greedy(const std::string& prompt, int max_tokens) {
+  return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+// The SSE events of a streamed body: each `data:` payload, in order.
+std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
+// Text and finish reason of a streamed completion; fails the test on a malformed stream.
+std::pair<std::string, std::string> streamed_text(const std::string& body, bool chat = false) {
+  const auto events = sse_events(body);
+  EXPECT_FALSE(events.empty());
+  if (events.empty()) return {};
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text, finish;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json j = json::parse(events[i]);
+    EXPECT_EQ(j["object"], chat ? "chat.completion.chunk" : "text_completion");
+    if (j["choices"].empty()) continue;
+    const json& c = j["choices"][0];
+    if (chat) {
+      if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+    } else {
+      text += c["text"].get<std::string>();
+    }
+    if (!c["finish_reason"].is_null()) {
+      EXPECT_TRUE(finish.empty()) << "two finish chunks";
+      finish = c["finish_reason"];
+    }
+  }
+  return {text, finish};
+}
+
+void expect_error(const httplib::Result& r, int status, const std::string& code) {
+  ASSERT_TRUE(r) << "no response";
+  EXPECT_EQ(r->status, status) << r->body;
+  const json j = json::parse(r->body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r->body;
+  ASSERT_TRUE(j.contains("error")) << r->body;
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  EXPECT_TRUE(j["error"]["type"].is_string());
+  if (!code.empty()) {
+    EXPECT_EQ(j["error"]["code"], code) << r->body;
+  }
+}
+
+}  // namespace
+
+TEST(Server, CompletionsGreedyWithUsageAndALogLine) {
+  TestServer s;
+  auto health = s.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto r = s.post("/v1/completions", greedy("Once upon a time", 40));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "stories260K.gguf");
+  const std::string text = j["choices"][0]["text"];
+  EXPECT_EQ(text.rfind(kLily, 0), 0u) << text;
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 40);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);  // BOS + 4 tokens, as the tokenizer test has them
+  EXPECT_EQ(j["usage"]["total_tokens"], 45);
+  const auto lines = s.log();
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rfind("GET /health 200 tokens=0 ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("POST /v1/completions 200 tokens=45 ", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find(" ms"), std::string::npos);
+}
+
+TEST(Server, StreamedCompletionIsTheSameText) {
+  TestServer s;
+  auto plain = s.post("/v1/completions", greedy("Once upon a time", 30));
+  ASSERT_TRUE(plain);
+  const std::string expected = json::parse(plain->body)["choices"][0]["text"];
+  json body = greedy("Once upon a time", 30);
+  body["stream"] = true;
+  auto r = s.post("/v1/completions", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  const auto [text, finish] = streamed_text(r->body);
+  EXPECT_EQ(text, expected);
+  EXPECT_EQ(finish, "length");
+  EXPECT_GT(sse_events(r->body).size(), 10u);  // one chunk per piece, not one at the end
+}
+
+TEST(Server, EightConcurrentClientsGetTheirAloneText) {
+  const std::vector<std::string> prompts = {"Once upon a time",     "The little dog",
+                                            "Lily and Tom went",    "One day, a big bear",
+                                            "The sun was",          "There was a girl named Sue",
+                                            "A bird sat on a tree", "Mom said to Ben"};
+  TestServer s([](server::ServerOptions& o) {
+    o.n_slots = 8;
+    o.prompt_chunk = 6;
+  });
+  std::vector<std::string> alone;
+  for (const auto& p : prompts) {
+    auto r = s.post("/v1/completions", greedy(p, 40));
+    ASSERT_TRUE(r);
+    alone.push_back(json::parse(r->body)["choices"][0]["text"]);
+  }
+  std::vector<std::string> got(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    threads.emplace_back([&, i] {
+      json body = greedy(prompts[i], 40);
+      body["stream"] = i % 2 == 1;  // half streamed
+      auto r = s.post("/v1/completions", body);
+      if (!r || r->status != 200) return;
+      got[i] = i % 2 == 1 ? streamed_text(r->body).first
+                          : json::parse(r->body)["choices"][0]["text"].get<std::string>();
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], alone[i]) << prompts[i];
+}
+
+TEST(Server, StopStringsAreNotEmitted) {
+  TestServer s;
+  json body = greedy("Once upon a time", 40);
+  body["stop"] = json::array({"tle gi", "xyz"});
+  auto r = s.post("/v1/completions", body);
+  ASSERT_TRUE(r);
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["text"], ", there was a lit");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  body["stream"] = true;
+  body["stop"] = "Lily";
+  auto rs = s.post("/v1/completions", body);
+  ASSERT_TRUE(rs);
+  const auto [text, finish] = streamed_text(rs->body);
+  EXPECT_EQ(text, ", there was a little girl named ");
+  EXPECT_EQ(finish, "stop");
+}
+
+TEST(Server, BadRequestsAreOpenAIErrorsAndTheServerKeepsServing) {
+  TestServer s([](server::ServerOptions& o) { o.max_body_bytes = 4096; });
+  auto raw = [&](const std::string& body) {
+    return s.client().Post("/v1/completions", body, "application/json");
+  };
+  expect_error(raw("{\"prompt\": "), 400, "invalid_json");
+  expect_error(raw("[1, 2]"), 400, "invalid_json");
+  expect_error(s.post("/v1/completions", {{"max_tokens", 5}}), 400, "missing_prompt");
+  expect_error(s.post("/v1/completions", {{"prompt", ""}}), 400, "empty_prompt");
+  expect_error(s.post("/v1/completions", {{"prompt", 5}}), 400, "invalid_type");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", "5"}}), 400, "invalid_type");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 0}}), 400, "invalid_value");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", -3}}), 400, "invalid_value");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 257}}), 400,
+               "context_length_exceeded");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"temperature", "hot"}}), 400, "invalid_type");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"stream", 1}}), 400, "invalid_type");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"stop", json::array({1})}}), 400,
+               "invalid_type");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"top_p", 2.0}}), 422, "invalid_value");
+  expect_error(s.post("/v1/completions", {{"prompt", json::array({1, 99999})}}), 400, "invalid_value");
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += " cat";
+  expect_error(s.post("/v1/completions", {{"prompt", long_prompt}}), 400, "context_length_exceeded");
+  expect_error(raw("{\"prompt\": \"" + std::string(5000, 'a') + "\"}"), 413, "payload_too_large");
+  expect_error(s.client().Get("/v1/nothing"), 404, "not_found");
+  expect_error(s.post("/v1/chat/completions", {{"max_tokens", 5}}), 400, "missing_messages");
+  expect_error(s.post("/v1/chat/completions", {{"messages", "hi"}}), 400, "invalid_type");
+  auto ok = s.post("/v1/completions", greedy("Once upon a time", 5));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(Server, ApiKeyIsRequiredExceptForHealth) {
+  TestServer s([](server::ServerOptions& o) { o.api_key = "sekret"; });
+  expect_error(s.post("/v1/completions", greedy("Hi", 2)), 401, "invalid_api_key");
+  expect_error(s.post("/v1/completions", greedy("Hi", 2), {{"Authorization", "Bearer sekreT"}}), 401,
+               "invalid_api_key");
+  expect_error(s.post("/v1/completions", greedy("Hi", 2), {{"Authorization", "Bearer sekret2"}}), 401,
+               "invalid_api_key");
+  expect_error(s.post("/v1/completions", greedy("Hi", 2), {{"Authorization", "sekret"}}), 401,
+               "invalid_api_key");
+  auto ok = s.post("/v1/completions", greedy("Hi", 2), {{"Authorization", "Bearer sekret"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  auto health = s.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST(Server, FullQueueIs503AtOnceAndADisconnectCancels) {
+  TestServer s([](server::ServerOptions& o) {
+    o.n_slots = 1;
+    o.max_queue = 0;
+  });
+  // A long streamed generation that the client abandons after a few chunks.
+  std::atomic<int> chunks{0};
+  std::thread streamer([&] {
+    json body = greedy("Once upon a time", 250);
+    body["stream"] = true;
+    body["ignore_eos"] = true;
+    httplib::Client c = s.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 4; };
+    c.send(req);
+  });
+  // While it holds the only slot, another request finds no room in the (empty) queue.
+  for (int i = 0; i < 2000 && chunks == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GT(chunks, 0) << "the stream never started";
+  expect_error(s.post("/v1/completions", greedy("The sun was", 3)), 503, "queue_full");
+  streamer.join();
+  // The abandoned generation ends soon and frees its cells.
+  bool freed = false;
+  for (int i = 0; i < 100 && !freed; ++i) {
+    auto m = s.client().Get("/metrics");
+    ASSERT_TRUE(m);
+    freed = m->body.find("tessera_active_slots 0\n") != std::string::npos &&
+            m->body.find("tessera_kv_cells_used 0\n") != std::string::npos;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(freed) << s.client().Get("/metrics")->body;
+  // It was cancelled, not run to its 250 tokens.
+  auto stats = s.client().Get("/metrics");
+  ASSERT_TRUE(stats);
+  const size_t at = stats->body.find("\ntessera_generated_tokens_total ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LT(std::stoi(stats->body.substr(at + 32)), 100) << stats->body;
+  auto m = s.client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("tessera_requests_total{status=\"503\"}"), std::string::npos) << m->body;
+  // The slot serves again.
+  auto ok = s.post("/v1/completions", greedy("Once upon a time", 5));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(Server, AClientThatGivesUpOnAPlainRequestCancelsIt) {
+  TestServer s([](server::ServerOptions& o) { o.n_ctx = 2048; });
+  json body = greedy("Once upon a time", 2000);
+  body["ignore_eos"] = true;
+  httplib::Client impatient = s.client();
+  impatient.set_read_timeout(0, 300'000);  // 0.3 s: far less than 2000 tokens take
+  auto r = impatient.Post("/v1/completions", body.dump(), "application/json");
+  EXPECT_FALSE(r);  // timed out, connection closed
+  impatient.stop();
+  bool freed = false;
+  std::string metrics;
+  for (int i = 0; i < 100 && !freed; ++i) {
+    auto m = s.client().Get("/metrics");
+    ASSERT_TRUE(m);
+    metrics = m->body;
+    freed = metrics.find("tessera_active_slots 0\n") != std::string::npos &&
+            metrics.find("tessera_kv_cells_used 0\n") != std::string::npos;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(freed) << metrics;
+  const size_t at = metrics.find("\ntessera_generated_tokens_total ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LT(std::stoi(metrics.substr(at + 32)), 2000) << metrics;
+}
+
+TEST(Server, TokenizeDetokenizeModelsAndMetrics) {
+  TestServer s;
+  auto model = llm::Model::load(kModel);
+  const auto vocab = llm::Vocab::from_gguf(*model->file());
+  auto r = s.post("/tokenize", {{"content", "Once upon a time"}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::vector<llm::Token> expected = vocab.encode("Once upon a time", false);
+  EXPECT_EQ(json::parse(r->body)["tokens"].get<std::vector<llm::Token>>(), expected);
+  auto d = s.post("/detokenize", {{"tokens", expected}});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(json::parse(d->body)["content"], " Once upon a time");  // pieces keep the SentencePiece space
+  expect_error(s.post("/detokenize", {{"tokens", json::array({-1})}}), 400, "invalid_value");
+  auto models = s.client().Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "stories260K.gguf");
+  s.post("/v1/completions", greedy("Once upon a time", 7));
+  auto m = s.client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("tessera_generated_tokens_total 7\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("tessera_prompt_tokens_total 5\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("tessera_requests_total{status=\"200\"} "), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("# TYPE tessera_queue_depth gauge\ntessera_queue_depth 0\n"), std::string::npos);
+  // The slot keeps the 5 prompt tokens and the 6 decoded ones for the next request's prefix.
+  EXPECT_NE(m->body.find("tessera_kv_cells_used 11\n"), std::string::npos) << m->body;
+}
+
+TEST(Server, AModelThatFailsToLoadIsAnErrorAndHealth503) {
+  server::ServerOptions o;
+  o.model_path = "/nonexistent/model.gguf";
+  o.port = 0;
+  o.log = [](const std::string&) {};
+  server::Server srv(o);
+  srv.start();
+  EXPECT_THROW(srv.wait_loaded(), Error);
+  httplib::Client c("127.0.0.1", srv.port());
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 503);
+  expect_error(c.Post("/v1/completions", greedy("Hi", 2).dump(), "application/json"), 503, "loading");
+  srv.stop();
+}

@@ -1,0 +1,59 @@
+// `tessera serve`: the OpenAI-compatible server (tessera/server.h) until SIGINT or SIGTERM.
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <csignal>
+
+#include "commands.h"
+#include "tessera/server.h"
+
+namespace tessera::cli {
+namespace {
+
+void serve(const server::ServerOptions& options) {
+  // The signals wait for sigwait below: every thread the server starts inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  server::Server srv(options);
+  srv.start();
+  fmt::print(stderr, "tessera serve: listening on http://{}:{} (loading {})\n", options.host, srv.port(),
+             options.model_path);
+  srv.wait_loaded();
+  fmt::print(stderr, "tessera serve: model loaded, {} slot(s)\n", options.n_slots);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  fmt::print(stderr, "tessera serve: stopping ({})\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  srv.stop();
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto o = std::make_shared<server::ServerOptions>();
+  auto* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
+  cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
+  cmd->add_option("--host", o->host, "address to bind (default: loopback only)");
+  cmd->add_option("--port", o->port, "port (0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("-n,--np,--parallel", o->n_slots, "slots: sequences generated together")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-c,--ctx-size", o->n_ctx,
+                  "KV cache cells shared by the slots (0: 4096 per slot, at most the model's)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", o->n_threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--n-gpu-layers", o->n_gpu_layers, "layers to offload to the device")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device, "device for offloaded layers (e.g. OpenCL0)");
+  cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY");
+  cmd->add_option("--chat-template-file", o->chat_template_file,
+                  "Jinja chat template (default: the model's)");
+  cmd->add_option("--max-queue", o->max_queue, "requests that may wait for a slot (beyond: 503)");
+  cmd->add_option("--timeout", o->timeout_s, "socket read/write timeout in seconds")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-body", o->max_body_bytes, "largest request body in bytes (beyond: 413)");
+  cmd->callback([o] { serve(*o); });
+}
+
+}  // namespace tessera::cli
