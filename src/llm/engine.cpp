@@ -280,7 +280,7 @@ void Engine::emit(Slot& slot, bool final) {
 
 bool Engine::accept_token(Slot& slot, Token token) {
   const GenerationParams& p = slot.job->params_;
-  if (p.stop_at_eos && token == vocab_.eos()) {
+  if (p.stop_at_eos && vocab_.is_end_of_generation(token)) {
     emit(slot, true);
     release(slot, FinishReason::Stop);
     return true;
