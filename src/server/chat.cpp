@@ -5,16 +5,7 @@
 
 #include "server/api.h"
 #include "tessera/error.h"
-
-#if __has_include("tessera/llm/chat_template.h")
 #include "tessera/llm/chat_template.h"
-#define TESSERA_SERVER_HAVE_CHAT_TEMPLATE 1
-#else
-namespace tessera::llm {
-class ChatTemplate {};
-}  // namespace tessera::llm
-#define TESSERA_SERVER_HAVE_CHAT_TEMPLATE 0
-#endif
 
 namespace tessera::server {
 
@@ -34,20 +25,14 @@ ChatFormatter ChatFormatter::create(const gguf::File& file, const llm::Vocab& vo
     ss << in.rdbuf();
     source = ss.str();
   }
-#if TESSERA_SERVER_HAVE_CHAT_TEMPLATE
   if (source.empty()) {
     if (auto s = llm::chat_template_source(file)) source = *s;
   }
   if (source.empty()) return ChatFormatter(vocab, nullptr);
   return ChatFormatter(vocab, std::make_unique<llm::ChatTemplate>(source));
-#else
-  (void)file;
-  return ChatFormatter(vocab, nullptr);
-#endif
 }
 
 std::vector<llm::Token> ChatFormatter::prompt(const nlohmann::json& messages) const {
-#if TESSERA_SERVER_HAVE_CHAT_TEMPLATE
   if (!template_)
     fail(400, "the model has no chat template: start the server with --chat-template-file",
          "no_chat_template");
@@ -65,10 +50,6 @@ std::vector<llm::Token> ChatFormatter::prompt(const nlohmann::json& messages) co
   // Templates that write the BOS text themselves get no second BOS.
   const bool has_bos = !options.bos_token.empty() && text.rfind(options.bos_token, 0) == 0;
   return vocab_->encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
-#else
-  (void)messages;
-  fail(501, "this build has no chat templates yet", "not_implemented", "server_error");
-#endif
 }
 
 }  // namespace tessera::server

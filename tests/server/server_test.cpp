@@ -130,7 +130,12 @@ TEST(Server, CompletionsGreedyWithUsageAndALogLine) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 40);
   EXPECT_EQ(j["usage"]["prompt_tokens"], 5);  // BOS + 4 tokens, as the tokenizer test has them
   EXPECT_EQ(j["usage"]["total_tokens"], 45);
-  const auto lines = s.log();
+  // The log line follows the response (the logger runs once it is written).
+  auto lines = s.log();
+  for (int i = 0; i < 200 && lines.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    lines = s.log();
+  }
   ASSERT_GE(lines.size(), 2u);
   EXPECT_EQ(lines[0].rfind("GET /health 200 tokens=0 ", 0), 0u) << lines[0];
   EXPECT_EQ(lines[1].rfind("POST /v1/completions 200 tokens=45 ", 0), 0u) << lines[1];
@@ -368,4 +373,53 @@ TEST(Server, AModelThatFailsToLoadIsAnErrorAndHealth503) {
   EXPECT_EQ(h->status, 503);
   expect_error(c.Post("/v1/completions", greedy("Hi", 2).dump(), "application/json"), 503, "loading");
   srv.stop();
+}
+
+TEST(Server, ChatThroughTheTemplateFileStreamedAndNot) {
+  const std::string tmpl = std::string(TESSERA_SOURCE_DIR) + "/tests/server/stories.jinja";
+  TestServer s([&](server::ServerOptions& o) { o.chat_template_file = tmpl; });
+  const json body = {{"messages", json::array({{{"role", "user"}, {"content", "Once upon a time"}}})},
+                     {"max_tokens", 30},
+                     {"temperature", 0}};
+  auto r = s.post("/v1/chat/completions", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  const std::string text = j["choices"][0]["message"]["content"];
+  // The template renders "<s>Once upon a time": the same tokens as the completion's prompt.
+  auto c = s.post("/v1/completions", greedy("Once upon a time", 30));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(text, json::parse(c->body)["choices"][0]["text"]);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  json streamed = body;
+  streamed["stream"] = true;
+  auto rs = s.post("/v1/chat/completions", streamed);
+  ASSERT_TRUE(rs);
+  const auto [stext, finish] = streamed_text(rs->body, true);
+  EXPECT_EQ(stext, text);
+  EXPECT_EQ(finish, "length");
+  EXPECT_NE(rs->body.find("\"role\":\"assistant\""), std::string::npos);  // the first delta
+  // A template error is a 400, and the server keeps serving.
+  expect_error(s.post("/v1/chat/completions", {{"messages", json::array({{{"content", "no role"}}})}}), 400,
+               "");
+  expect_error(s.post("/v1/chat/completions", {{"messages", json::array()}}), 400, "empty_messages");
+}
+
+TEST(Server, ChatWithoutATemplateIsA400) {
+  TestServer s;  // stories260K has no tokenizer.chat_template
+  expect_error(
+      s.post("/v1/chat/completions", {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}}),
+      400, "no_chat_template");
+}
+
+TEST(Server, ChatPageIsServed) {
+  TestServer s;
+  auto r = s.client().Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(r->body.find("/v1/chat/completions"), std::string::npos);
+  EXPECT_EQ(r->body.find("http"), std::string::npos);  // no external assets
 }
