@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -187,6 +188,11 @@ class Writer {
   // The same for any ggml type id (e.g. to copy tensors Tessera cannot compute with).
   void add_tensor_raw(std::string name, uint32_t type_id, std::span<const int64_t> ne, const void* data,
                       size_t nbytes);
+  // A tensor whose bytes are produced while the file is written (in file order, into a buffer of
+  // exactly the type's byte size), so that a large file streams through one tensor's memory. An
+  // Error thrown by `produce` fails the write (leaving no file). to_bytes() produces it too.
+  using Producer = std::function<void(std::span<std::byte>)>;
+  void add_tensor_deferred(std::string name, uint32_t type_id, std::span<const int64_t> ne, Producer produce);
   void set_alignment(uint32_t alignment);  // a power of two; also written as general.alignment
   // Writes version 3 to path.tmp, then renames: a failure never leaves a half-written target.
   void write(const std::string& path) const;

@@ -22,6 +22,8 @@ struct Writer::Impl {
     int n_dims;
     std::array<int64_t, 4> ne;
     std::vector<std::byte> data;
+    size_t nbytes = 0;
+    Producer produce;  // set for a deferred tensor (data stays empty)
   };
   std::vector<std::pair<std::string, Value>> kvs;
   std::vector<PendingTensor> tensors;
@@ -71,6 +73,7 @@ class Emitter {
  public:
   explicit Emitter(Sink& sink) : sink_(sink) {}
   size_t pos() const { return pos_; }
+  void skip(size_t n) { pos_ += n; }  // measuring only: n bytes that are not written
   void bytes(const void* p, size_t n) {
     if (n != 0) sink_.write(p, n);
     pos_ += n;
@@ -129,7 +132,8 @@ class Emitter {
   size_t pos_ = 0;
 };
 
-void emit(const Writer::Impl& w, Sink& sink) {
+// measure_only: count the bytes without producing deferred tensors.
+void emit(const Writer::Impl& w, Sink& sink, bool measure_only = false) {
   Emitter e(sink);
   const size_t alignment = w.alignment();
   e.bytes("GGUF", 4);
@@ -148,12 +152,21 @@ void emit(const Writer::Impl& w, Sink& sink) {
     for (int d = 0; d < t.n_dims; ++d) e.put<int64_t>(t.ne[static_cast<size_t>(d)]);
     e.put<int32_t>(static_cast<int32_t>(t.type_id));
     e.put<uint64_t>(offset);
-    offset = align_up(offset + t.data.size(), alignment);
+    offset = align_up(offset + t.nbytes, alignment);
   }
   // A file without tensors ends after its infos (as llama.cpp's vocabulary files do).
   if (!w.tensors.empty()) e.pad_to(alignment);
+  std::vector<std::byte> produced;
   for (const auto& t : w.tensors) {
-    e.bytes(t.data.data(), t.data.size());
+    if (!t.produce) {
+      e.bytes(t.data.data(), t.data.size());
+    } else if (measure_only) {
+      e.skip(t.nbytes);
+    } else {
+      produced.resize(t.nbytes);
+      t.produce(std::span<std::byte>(produced));
+      e.bytes(produced.data(), produced.size());
+    }
     e.pad_to(alignment);
   }
 }
@@ -205,20 +218,23 @@ void Writer::add_tensor(std::string name, DType type, std::span<const int64_t> n
   add_tensor_raw(std::move(name), traits(type).gguf_id, ne, data, nbytes);
 }
 
-void Writer::add_tensor_raw(std::string name, uint32_t type_id, std::span<const int64_t> ne, const void* data,
-                            size_t nbytes) {
+namespace {
+
+// Checks a tensor's name, shape and type against the writer's rules; the descriptor with its byte size.
+Writer::Impl::PendingTensor describe(const Writer::Impl& w, const std::string& name, uint32_t type_id,
+                                     std::span<const int64_t> ne) {
   const GgmlType* g = ggml_type(type_id);
   if (g == nullptr)
     raise(ErrorCode::InvalidArgument, "gguf::Writer: tensor '{}': unknown type {}", name, type_id);
   if (name.size() > kMaxNameBytes)
     raise(ErrorCode::InvalidArgument, "gguf::Writer: tensor name '{}' is {} bytes; the limit is {}", name,
           name.size(), kMaxNameBytes);
-  if (impl_->names.contains(name))
+  if (w.names.contains(name))
     raise(ErrorCode::InvalidArgument, "gguf::Writer: duplicate tensor name '{}'", name);
   if (ne.empty() || ne.size() > 4)
     raise(ErrorCode::InvalidArgument, "gguf::Writer: tensor '{}': {} dims given, 1 to 4 allowed", name,
           ne.size());
-  Impl::PendingTensor t{name, type_id, 1, {1, 1, 1, 1}, {}};
+  Writer::Impl::PendingTensor t{name, type_id, 1, {1, 1, 1, 1}, {}, 0, {}};
   // The reader's bound: the element count, with empty dims counted as 1, fits in int64.
   int64_t elements = 1, bound = 1;
   for (size_t d = 0; d < ne.size(); ++d) {
@@ -243,7 +259,17 @@ void Writer::add_tensor_raw(std::string name, uint32_t type_id, std::span<const 
       t.n_dims = d + 1;
       break;
     }
-  const auto expected = static_cast<size_t>(elements / g->block_size) * g->block_bytes;
+  t.nbytes = static_cast<size_t>(elements / g->block_size) * g->block_bytes;
+  return t;
+}
+
+}  // namespace
+
+void Writer::add_tensor_raw(std::string name, uint32_t type_id, std::span<const int64_t> ne, const void* data,
+                            size_t nbytes) {
+  Impl::PendingTensor t = describe(*impl_, name, type_id, ne);
+  const GgmlType* g = ggml_type(type_id);
+  const size_t expected = t.nbytes;
   if (nbytes != expected)
     raise(ErrorCode::InvalidArgument,
           "gguf::Writer: tensor '{}' ({} [{}, {}, {}, {}]) needs {} bytes, {} given", name, g->name, t.ne[0],
@@ -256,9 +282,18 @@ void Writer::add_tensor_raw(std::string name, uint32_t type_id, std::span<const 
   impl_->tensors.push_back(std::move(t));
 }
 
+void Writer::add_tensor_deferred(std::string name, uint32_t type_id, std::span<const int64_t> ne,
+                                 Producer produce) {
+  Impl::PendingTensor t = describe(*impl_, name, type_id, ne);
+  if (!produce) raise(ErrorCode::InvalidArgument, "gguf::Writer: tensor '{}' has no producer", name);
+  t.produce = std::move(produce);
+  impl_->names.insert(name);
+  impl_->tensors.push_back(std::move(t));
+}
+
 std::vector<std::byte> Writer::to_bytes() const {
   CountingSink count;
-  emit(*impl_, count);
+  emit(*impl_, count, /*measure_only=*/true);
   std::vector<std::byte> out;
   out.reserve(count.n);
   VectorSink sink{out};

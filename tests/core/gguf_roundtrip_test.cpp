@@ -217,6 +217,44 @@ TEST(GgufRoundTrip, SetReplacesInPlace) {
   EXPECT_EQ(f.get_f32("a"), 2.5f);
 }
 
+TEST(GgufRoundTrip, DeferredTensorsGiveTheSameFileAsCopiedOnes) {
+  // A deferred tensor is produced at write time, in file order, into exactly its byte size; the
+  // file equals one written from copies.
+  std::vector<std::byte> a(6 * 4), b(34 * 2);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::byte(i * 7);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::byte(255 - i);
+  const int64_t ne_a[] = {3, 2}, ne_b[] = {64};
+  Writer copied, deferred;
+  for (Writer* w : {&copied, &deferred}) w->set("k", uint32_t{5});
+  copied.add_tensor("a", DType::F32, ne_a, a.data(), a.size());
+  copied.add_tensor("b", DType::Q8_0, ne_b, b.data(), b.size());
+  std::vector<std::string> calls;
+  auto producer = [&calls](const std::vector<std::byte>& src, std::string name) {
+    return [&calls, &src, name](std::span<std::byte> out) {
+      calls.push_back(name + ":" + std::to_string(out.size()));
+      std::memcpy(out.data(), src.data(), out.size());
+    };
+  };
+  deferred.add_tensor_deferred("a", 0, ne_a, producer(a, "a"));
+  deferred.add_tensor_deferred("b", 8, ne_b, producer(b, "b"));
+  EXPECT_EQ(deferred.to_bytes(), copied.to_bytes());
+  EXPECT_EQ(calls, (std::vector<std::string>{"a:24", "b:68"}));  // once each, in order, exact sizes
+  EXPECT_THROW(deferred.add_tensor_deferred("c", 0, ne_a, nullptr), Error);
+  EXPECT_THROW(deferred.add_tensor_deferred("a", 0, ne_a, producer(a, "a")), Error);  // duplicate
+}
+
+TEST(GgufRoundTrip, AFailingProducerLeavesNoFile) {
+  const auto path = testing::temp_dir() / "deferred_failure.gguf";
+  std::filesystem::remove(path);
+  Writer w;
+  const int64_t ne[] = {8};
+  w.add_tensor_deferred("x", 0, ne,
+                        [](std::span<std::byte>) { throw Error(ErrorCode::InvalidArgument, "no data"); });
+  EXPECT_THROW(w.write(path.string()), Error);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+}
+
 TEST(GgufRoundTrip, WriterRejectsWhatReadersWouldReject) {
   Writer w;
   const float d[4] = {};

@@ -14,5 +14,6 @@ void add_logits(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_test_ops(CLI::App& app);
 void add_chat_template(CLI::App& app);
+void add_quantize(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_bench(app);
   tessera::cli::add_test_ops(app);
   tessera::cli::add_chat_template(app);
+  tessera::cli::add_quantize(app);
   // llama.cpp spells flags "-ngl", "-cnv", "-sys", "-np"; CLI11 takes single-dash names of one letter only.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {
