@@ -3,6 +3,7 @@
 #include "tessera/llm/engine.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "core/check.h"
 
@@ -10,7 +11,7 @@ namespace tessera::llm {
 namespace {
 
 // Bytes at the end of `text` that begin a UTF-8 sequence not yet complete.
-size_t incomplete_utf8_tail(const std::string& text) {
+size_t incomplete_utf8_tail(std::string_view text) {
   const size_t n = text.size();
   for (size_t back = 1; back <= std::min<size_t>(3, n); ++back) {
     const auto c = static_cast<unsigned char>(text[n - back]);
@@ -269,8 +270,7 @@ void Engine::emit(Slot& slot, bool final) {
   size_t end = slot.text.size();
   if (!final) {
     end -= stop_prefix_tail(slot.text, slot.emitted, slot.job->params_.stop);
-    const std::string settled = slot.text.substr(0, end);
-    end -= incomplete_utf8_tail(settled);
+    end -= incomplete_utf8_tail(std::string_view(slot.text).substr(0, end));
   }
   if (end > slot.emitted) {
     slot.job->push(slot.text.substr(slot.emitted, end - slot.emitted));

@@ -360,7 +360,7 @@ void Server::Impl::install_routes() {
   });
   // Errors httplib answers itself (unknown route, body too large, malformed HTTP) get a JSON body.
   http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
-                                                                   httplib::Response& res) {
+                                                                 httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 404)
       send_error(res, {404, fmt::format("no route {} {}", req.method, req.path), "invalid_request_error",

@@ -188,12 +188,14 @@ TEST(OpenClMulMat, SupportsEveryWeightTypeOfTheOpTableAndGetRowsFromIt) {
       if (!op_source_types(Op::MulMat, 0).contains(t)) continue;
       const int64_t k = traits(t).block_size * 2;
       Tensor* a = ctx.new_tensor(t, k, 3);
-      for (DType tb : {DType::F32, DType::F16})
+      for (DType tb : {DType::F32, DType::F16}) {
         EXPECT_TRUE(backend->supports(*ops::mul_mat(ctx, a, ctx.new_tensor(tb, k, 2))))
             << "OpenCL" << dev << " MUL_MAT of " << name(t) << " and " << name(tb);
-      if (op_source_types(Op::GetRows, 0).contains(t))
+      }
+      if (op_source_types(Op::GetRows, 0).contains(t)) {
         EXPECT_TRUE(backend->supports(*ops::get_rows(ctx, a, ctx.new_tensor(DType::I32, 2))))
             << "OpenCL" << dev << " GET_ROWS from " << name(t);
+      }
     }
   }
 }

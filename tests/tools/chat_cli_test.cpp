@@ -159,8 +159,7 @@ TEST_F(ChatCli, ConversationKeepsTheCacheAcrossTurns) {
   const auto r = shell("printf 'Once upon a time\\n The end.\\n/exit\\nnot read\\n' | " + cli);
   ASSERT_EQ(r.code, 0) << r.out;
   // Turn 1 is the prompt `tessera run` greedily continues with the known story (24 tokens of it).
-  EXPECT_TRUE(
-      contains(r.out, "> , there was a little girl named Lily. She loved to play outside in the p\n"))
+  EXPECT_TRUE(contains(r.out, "> , there was a little girl named Lily. She loved to play outside in the p\n"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "[turn 1: 5 prompt tokens, 0 cached, 5 evaluated]")) << r.out;
   // Turn 2 evaluates only what follows the cached prefix (the first reply is in the cache).

@@ -29,7 +29,7 @@ struct GenerationParams {
   SamplerOptions sampling;
   int max_tokens = 128;           // generated tokens at most (the slot's context bounds it too)
   std::vector<std::string> stop;  // strings that end the generation; never part of the text
-  bool stop_at_eos = true;  // end at an end-of-generation token (EOS, EOT, ...); never emitted
+  bool stop_at_eos = true;        // end at an end-of-generation token (EOS, EOT, ...); never emitted
 };
 
 // What a generation has produced since the last poll.
