@@ -261,11 +261,16 @@ TEST(Server, FullQueueIs503AtOnceAndADisconnectCancels) {
   TestServer s([](server::ServerOptions& o) {
     o.n_slots = 1;
     o.max_queue = 0;
+    o.n_ctx = 2048;
   });
-  // A long streamed generation that the client abandons after a few chunks.
+  // A long streamed generation that the client abandons after a few chunks, but only once the second
+  // request has been turned away: until then it holds the slot (2000 tokens take far longer than one
+  // rejected request, and the client stalls instead of hanging up).
+  constexpr int kLong = 2000;
   std::atomic<int> chunks{0};
+  std::atomic<bool> rejected{false};
   std::thread streamer([&] {
-    json body = greedy("Once upon a time", 250);
+    json body = greedy("Once upon a time", kLong);
     body["stream"] = true;
     body["ignore_eos"] = true;
     httplib::Client c = s.client();
@@ -274,13 +279,18 @@ TEST(Server, FullQueueIs503AtOnceAndADisconnectCancels) {
     req.path = "/v1/completions";
     req.body = body.dump();
     req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 4; };
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      if (++chunks < 4) return true;
+      for (int i = 0; i < 4000 && !rejected; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return false;
+    };
     c.send(req);
   });
   // While it holds the only slot, another request finds no room in the (empty) queue.
   for (int i = 0; i < 2000 && chunks == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_GT(chunks, 0) << "the stream never started";
   expect_error(s.post("/v1/completions", greedy("The sun was", 3)), 503, "queue_full");
+  rejected = true;
   streamer.join();
   // The abandoned generation ends soon and frees its cells.
   bool freed = false;
@@ -297,7 +307,7 @@ TEST(Server, FullQueueIs503AtOnceAndADisconnectCancels) {
   ASSERT_TRUE(stats);
   const size_t at = stats->body.find("\ntessera_generated_tokens_total ");
   ASSERT_NE(at, std::string::npos);
-  EXPECT_LT(std::stoi(stats->body.substr(at + 32)), 100) << stats->body;
+  EXPECT_LT(std::stoi(stats->body.substr(at + 32)), kLong) << stats->body;
   auto m = s.client().Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("tessera_requests_total{status=\"503\"}"), std::string::npos) << m->body;
