@@ -192,6 +192,10 @@ TESSERA_AVX2 void tile_quant(const TileArgs& t) {
         _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
     for (int m = 0; m < RM; ++m) {
+      // Four tiles ahead (the same blocks of later rows): the weights stream from memory once, and
+      // per-tile streams are too short for the hardware prefetcher (m250 Q4_0 tg 46 -> 70 tok/s).
+      const char* ahead = reinterpret_cast<const char*>(arow[m] + g) + 4 * RM * t.a_stride;
+      for (size_t off = 0; off < 8 * sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
       const __m256 da = block_halves(arow[m], g, count);
       __m256 ma = _mm256_setzero_ps();
       if constexpr (kOff == Offset::PlusMin) ma = block_halves<Block, true>(arow[m], g, count);
