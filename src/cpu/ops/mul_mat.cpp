@@ -181,6 +181,11 @@ Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem) {
   } else if (type == DType::Q4_0) {
     bl.rm = 2;
     bl.rn = 4;
+  } else if (traits(type).block_size == kSuperBlock) {
+    // K-quant tiles run their rows one after another: the widest tile shares each row's unpacked
+    // quants and scales among the most b columns.
+    bl.rm = 4;
+    bl.rn = 4;
   } else {
     bl.rm = 4;
     bl.rn = 3;
@@ -241,6 +246,7 @@ PreparedB prepare_b(const ComputeContext& ctx, const Tensor& b, const Shape& s, 
       char* out = base + static_cast<size_t>(r) * row;
       if (act == mm::Activation::Q8K) {
         kt.quantize_q8k_row(b_row_f32(b, n, i2, i3, tmp.data(), kt), out, s.k);
+        if (kt.pair_q8k_row != nullptr) kt.pair_q8k_row(out, s.k);
       } else if (quant) {
         kt.quantize_q8_row(b_row_f32(b, n, i2, i3, tmp.data(), kt), out, s.k);
       } else {

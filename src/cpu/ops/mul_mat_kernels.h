@@ -70,6 +70,9 @@ struct KernelTable {
   void (*quantize_q8_row)(const float* src, char* dst, int64_t k) = nullptr;
   // Quantizes k floats (k % 256 == 0) into a q8k row at dst (see above).
   void (*quantize_q8k_row)(const float* src, char* dst, int64_t k) = nullptr;
+  // Where set, this table's K-quant tiles read the quants of q8k rows regrouped by pairs of
+  // 32-element chunks (see mul_mat_kquants_avx2.cpp); it regroups those of a q8k row of k elements.
+  void (*pair_q8k_row)(char* row, int64_t k) = nullptr;
   // Converts k halves to floats.
   void (*f16_to_f32_row)(const uint16_t* src, float* dst, int64_t k) = nullptr;
 };

@@ -25,8 +25,9 @@ namespace tessera::cpu::mm {
 namespace {
 
 using avx2::hsum;
-using avx2::load_acc;
-using avx2::store_acc;
+
+// fp16 to f32 in one instruction (the same bits as fp16_to_fp32, which is not inlined).
+TESSERA_AVX2 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 template <class Block>
 constexpr bool kGroups16 =
@@ -62,8 +63,8 @@ TESSERA_AVX2 inline Scales scales_of(const BlockQ2_K& b) {
   const __m128i low4 = _mm_set1_epi8(0x0f);
   split16(_mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)), s);
   s.sums = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4));
-  s.d = fp16_to_fp32(b.d);
-  s.dmin = fp16_to_fp32(b.dmin);
+  s.d = half_to_float(b.d);
+  s.dmin = half_to_float(b.dmin);
   return s;
 }
 
@@ -83,7 +84,7 @@ TESSERA_AVX2 inline Scales scales_of(const BlockQ3_K& b) {
   Scales s;
   split16(s16, s);
   s.sums = _mm256_slli_epi16(s16, 2);  // u = q + 4
-  s.d = fp16_to_fp32(b.d);
+  s.d = half_to_float(b.d);
   s.dmin = 0.0f;
   return s;
 }
@@ -103,8 +104,8 @@ TESSERA_AVX2 inline Scales scales_4_5(const Block& b) {
   s.hi = s.lo;
   const __m128i mins = bytes_of(mn_lo | (static_cast<uint64_t>(mn_hi) << 32), 0);
   s.sums = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));  // one minimum per two groups of 16
-  s.d = fp16_to_fp32(b.d);
-  s.dmin = fp16_to_fp32(b.dmin);
+  s.d = half_to_float(b.d);
+  s.dmin = half_to_float(b.dmin);
   return s;
 }
 TESSERA_AVX2 inline Scales scales_of(const BlockQ4_K& b) { return scales_4_5(b); }
@@ -115,7 +116,7 @@ TESSERA_AVX2 inline Scales scales_of(const BlockQ6_K& b) {
   Scales s;
   split16(s16, s);
   s.sums = _mm256_slli_epi16(s16, 5);  // u = q + 32
-  s.d = fp16_to_fp32(b.d);
+  s.d = half_to_float(b.d);
   s.dmin = 0.0f;
   return s;
 }
@@ -131,32 +132,37 @@ TESSERA_AVX2 inline Scales scales_of(const BlockIQ4_XS& b) {
   s.lo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
   s.hi = s.lo;
   s.sums = _mm256_setzero_si256();
-  s.d = fp16_to_fp32(b.d);
+  s.d = half_to_float(b.d);
   s.dmin = 0.0f;
   return s;
 }
 
-// Shuffles that spread chunk c's scales over its 16 int16 lanes: one scale (32-element groups), or
-// scale 2c in the low half and 2c + 1 in the high one (16-element groups).
+// Shuffles that spread pair i's scales over the 16 int16 lanes that madd weights: lane 2l gets the
+// scale of chunk 2i's elements in 32-bit lane l, lane 2l + 1 that of chunk 2i + 1's (see Pair).
+// 32-element groups: scales 2i and 2i + 1 everywhere. 16-element groups: scales 4i and 4i + 2 in the
+// low half, 4i + 1 and 4i + 3 in the high one (of s.lo for i < 2, of s.hi for i >= 2).
 struct PickMasks {
-  alignas(32) uint8_t one[8][32];
-  alignas(32) uint8_t two[4][32];
-  constexpr PickMasks() : one{}, two{} {
-    for (int c = 0; c < 8; ++c)
-      for (int i = 0; i < 32; ++i) one[c][i] = static_cast<uint8_t>(2 * c + i % 2);
-    for (int c = 0; c < 4; ++c)
-      for (int i = 0; i < 32; ++i) two[c][i] = static_cast<uint8_t>(4 * c + (i >= 16 ? 2 : 0) + i % 2);
+  alignas(32) uint8_t one[4][32];
+  alignas(32) uint8_t two[2][32];
+  alignas(32) uint8_t swap[32];  // swaps the 16-bit halves of every 32-bit lane
+  constexpr PickMasks() : one{}, two{}, swap{} {
+    for (int p = 0; p < 4; ++p)
+      for (int b = 0; b < 32; ++b) one[p][b] = static_cast<uint8_t>(2 * (2 * p + (b / 2) % 2) + b % 2);
+    for (int p = 0; p < 2; ++p)
+      for (int b = 0; b < 32; ++b)
+        two[p][b] = static_cast<uint8_t>(2 * (4 * p + (b >= 16 ? 1 : 0) + 2 * ((b / 2) % 2)) + b % 2);
+    for (int b = 0; b < 32; ++b) swap[b] = static_cast<uint8_t>(b ^ 2);
   }
 };
 constexpr PickMasks kPick;
 
 template <class Block>
-TESSERA_AVX2 inline __m256i chunk_scales(const Scales& s, int c) {
+TESSERA_AVX2 inline __m256i pair_scales(const Scales& s, int i) {
   if constexpr (kGroups16<Block>) {
-    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.two[c % 4]));
-    return _mm256_shuffle_epi8(c < 4 ? s.lo : s.hi, mask);
+    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.two[i % 2]));
+    return _mm256_shuffle_epi8(i < 2 ? s.lo : s.hi, mask);
   } else {
-    return _mm256_shuffle_epi8(s.lo, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.one[c])));
+    return _mm256_shuffle_epi8(s.lo, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.one[i])));
   }
 }
 
@@ -233,73 +239,102 @@ TESSERA_AVX2 inline void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __
   u1 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
+// Chunks c0 = 2i and c1 = 2i + 1 of a super-block (element e at byte e of u0, u1) regrouped so that
+// one madd weights both: 32-bit lane l of `first` holds c0's elements 4l, 4l + 1 then c1's 4l + 2,
+// 4l + 3; of `second` c0's 4l + 2, 4l + 3 then c1's 4l, 4l + 1. Every 32-bit lane keeps the elements
+// 4l..4l + 3 it had and maddubs the same element pairs, so the integer lane sums are unchanged. b's
+// quants are stored in this order (pair_q8k_row).
+struct Pair {
+  __m256i first, second;
+};
+
+TESSERA_AVX2 inline Pair pair_of(__m256i u0, __m256i u1, __m256i swap) {
+  return {_mm256_blend_epi16(u0, u1, 0xaa), _mm256_shuffle_epi8(_mm256_blend_epi16(u1, u0, 0xaa), swap)};
+}
+
+// One weight row's super-blocks [j0, j1) against RN b rows, into acc[n] (8 lanes per dot).
+template <class Block, int RN>
+TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN], int64_t j0,
+                                    int64_t j1, __m256 (&acc)[RN]) {
+  constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
+  const __m256i swap = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap));
+  for (int64_t j = j0; j < j1; ++j) {
+    const Block& blk = row[j];
+    // Short per-tile streams defeat the hardware prefetcher: fetch the rows four tiles ahead.
+    const char* ahead = reinterpret_cast<const char*>(&blk) + ahead_bytes;
+    for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    const Scales s = scales_of(blk);
+    __m256i isum[RN];
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n) isum[n] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      __m256i u0, u1;
+      chunk_pair(blk, i, u0, u1);
+      const Pair p = pair_of(u0, u1, swap);
+      const __m256i sc = pair_scales<Block>(s, i);
+      if constexpr (kSignedQ) {
+        // maddubs wants the unsigned operand: a's sign moves onto b. Two int16 pair sums of
+        // IQ4_XS could overflow, so each half gets its own madd.
+        const __m256i a0 = _mm256_sign_epi8(p.first, p.first), a1 = _mm256_sign_epi8(p.second, p.second);
+#pragma GCC unroll 4
+        for (int n = 0; n < RN; ++n) {
+          const int8_t* q = brow[n].qs + 256 * j + 64 * i;
+          const __m256i q0 = _mm256_sign_epi8(load32(reinterpret_cast<const uint8_t*>(q)), p.first);
+          const __m256i q1 = _mm256_sign_epi8(load32(reinterpret_cast<const uint8_t*>(q + 32)), p.second);
+          isum[n] = _mm256_add_epi32(isum[n], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a0, q0), sc),
+                                                               _mm256_madd_epi16(_mm256_maddubs_epi16(a1, q1), sc)));
+        }
+      } else {
+        // Each int16 lane sums four products u * q of one chunk: at most 4 * 63 * 127 < 2^15.
+#pragma GCC unroll 4
+        for (int n = 0; n < RN; ++n) {
+          const int8_t* q = brow[n].qs + 256 * j + 64 * i;
+          const __m256i x =
+              _mm256_add_epi16(_mm256_maddubs_epi16(p.first, load32(reinterpret_cast<const uint8_t*>(q))),
+                               _mm256_maddubs_epi16(p.second, load32(reinterpret_cast<const uint8_t*>(q + 32))));
+          isum[n] = _mm256_add_epi32(isum[n], _mm256_madd_epi16(x, sc));
+        }
+      }
+    }
+    const __m256 d = _mm256_set1_ps(s.d);
+    const __m256 dmin = _mm256_set1_ps(s.dmin);
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n) {
+      const __m256 db = _mm256_broadcast_ss(brow[n].d + j);
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j));
+      if constexpr (kSums<Block> == Sums::Offset)
+        isum[n] = _mm256_sub_epi32(isum[n], _mm256_madd_epi16(s.sums, bsums));
+      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_mul_ps(d, db), acc[n]);
+      if constexpr (kSums<Block> == Sums::Min)
+        acc[n] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s.sums, bsums)), _mm256_mul_ps(dmin, db),
+                                  acc[n]);
+    }
+  }
+}
+
+// Rows one after another: only one row's RN accumulators are live, and b's RN rows stay in L1.
 template <class Block, int RM, int RN>
 TESSERA_AVX2 void tile_kquant(const TileArgs& t) {
-  constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
-  __m256 acc[RM][RN];
-  load_acc<RM, RN>(t, acc);
   const int64_t j0 = t.k0 / 256, j1 = t.k1 / 256;
   Q8KRow brow[RN];
 #pragma GCC unroll 4
   for (int n = 0; n < RN; ++n) brow[n] = q8k_row(t.b + n * t.b_stride, t.k);
-  for (int64_t j = j0; j < j1; ++j) {
+  for (int m = 0; m < RM; ++m) {
+    __m256 acc[RN];
 #pragma GCC unroll 4
-    for (int m = 0; m < RM; ++m) {
-      const Block& blk = reinterpret_cast<const Block*>(t.a + m * t.a_stride)[j];
-      // Four tiles ahead, as the legacy-quant tile does: short per-tile streams defeat the
-      // hardware prefetcher.
-      const char* ahead = reinterpret_cast<const char*>(&blk) + 4 * RM * t.a_stride;
-      for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-      const Scales s = scales_of(blk);
-      __m256i isum[RN];
+    for (int n = 0; n < RN; ++n)
+      acc[n] = t.first ? _mm256_setzero_ps() : _mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes);
+    row_kquant<Block, RN>(reinterpret_cast<const Block*>(t.a + m * t.a_stride), 4 * RM * t.a_stride, brow, j0, j1,
+                          acc);
 #pragma GCC unroll 4
-      for (int n = 0; n < RN; ++n) isum[n] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        __m256i u0, u1;
-        chunk_pair(blk, i, u0, u1);
-        const __m256i sc0 = chunk_scales<Block>(s, 2 * i);
-        const __m256i sc1 = chunk_scales<Block>(s, 2 * i + 1);
-        __m256i a0 = u0, a1 = u1;
-        if constexpr (kSignedQ) {  // maddubs wants the unsigned operand: a's sign moves onto b
-          a0 = _mm256_sign_epi8(u0, u0);
-          a1 = _mm256_sign_epi8(u1, u1);
-        }
-#pragma GCC unroll 4
-        for (int n = 0; n < RN; ++n) {
-          const int8_t* q = brow[n].qs + 256 * j + 64 * i;
-          __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-          __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
-          if constexpr (kSignedQ) {
-            q0 = _mm256_sign_epi8(q0, u0);
-            q1 = _mm256_sign_epi8(q1, u1);
-          }
-          const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(a0, q0), sc0);
-          const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(a1, q1), sc1);
-          isum[n] = _mm256_add_epi32(isum[n], _mm256_add_epi32(p0, p1));
-        }
-      }
-#pragma GCC unroll 4
-      for (int n = 0; n < RN; ++n) {
-        const float db = brow[n].d[j];
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j));
-        if constexpr (kSums<Block> == Sums::Offset)
-          isum[n] = _mm256_sub_epi32(isum[n], _mm256_madd_epi16(s.sums, bsums));
-        acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_set1_ps(s.d * db), acc[m][n]);
-        if constexpr (kSums<Block> == Sums::Min)
-          acc[m][n] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s.sums, bsums)),
-                                       _mm256_set1_ps(s.dmin * db), acc[m][n]);
-      }
+    for (int n = 0; n < RN; ++n) {
+      if (t.last)
+        t.dst[n * t.dst_stride + m] = hsum(acc[n]);
+      else
+        _mm256_storeu_ps(t.acc + (m * RN + n) * kAccLanes, acc[n]);
     }
   }
-  if (!t.last) {
-    store_acc<RM, RN>(t, acc);
-    return;
-  }
-#pragma GCC unroll 4
-  for (int m = 0; m < RM; ++m)
-#pragma GCC unroll 4
-    for (int n = 0; n < RN; ++n) t.dst[n * t.dst_stride + m] = hsum(acc[m][n]);
 }
 
 TESSERA_AVX2 inline float hmax(__m256 v) {
@@ -368,6 +403,18 @@ TESSERA_AVX2 void quantize_q8k_row(const float* src, char* dst, int64_t k) {
   }
 }
 
+// Puts a q8k row's quants in the order of Pair: per 64 bytes (chunks 2i, 2i + 1), first the 32
+// bytes that meet Pair::first, then the 32 that meet Pair::second.
+TESSERA_AVX2 void pair_q8k_row(char* row, int64_t k) {
+  const __m256i swap = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap));
+  for (int64_t i = 0; i < k; i += 64) {
+    auto* p = reinterpret_cast<__m256i*>(row + i);
+    const Pair q = pair_of(_mm256_loadu_si256(p), _mm256_loadu_si256(p + 1), swap);
+    _mm256_storeu_si256(p, q.first);
+    _mm256_storeu_si256(p + 1, q.second);
+  }
+}
+
 template <int RM, int RN>
 void fill(KernelTable& t) {
   t.tile[static_cast<int>(WeightKind::Q2_K)][RM - 1][RN - 1] = tile_kquant<BlockQ2_K, RM, RN>;
@@ -388,6 +435,7 @@ void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
 void fill_kquant_avx2(KernelTable& t) {
   fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
   t.quantize_q8k_row = quantize_q8k_row;
+  t.pair_q8k_row = pair_q8k_row;
 }
 
 }  // namespace tessera::cpu::mm
