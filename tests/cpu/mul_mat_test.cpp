@@ -628,6 +628,34 @@ TEST(CpuMulMat, SimdQ8KQuantizationMatchesTheReference) {
   EXPECT_EQ(want[1].d, 0.0f);
 }
 
+TEST(CpuMulMat, Q8KPairOrderOfTheSimdTiles) {
+  // The AVX2 K-quant tiles read b's quants regrouped per 64 bytes (chunks c0, c1): 32-bit lane l of
+  // the first 32 bytes holds c0's elements 4l, 4l + 1 and c1's 4l + 2, 4l + 3, of the second c0's
+  // 4l + 2, 4l + 3 and c1's 4l, 4l + 1. Scales and group sums stay where they were.
+  EXPECT_EQ(cpu::mm::scalar_kernels().pair_q8k_row, nullptr);  // the scalar tiles read rows in order
+  const cpu::mm::KernelTable* simd = cpu::mm::avx2_kernels();
+  if (simd == nullptr) return;  // CPUs without AVX2 have only the in-order layout checked above
+  ASSERT_NE(simd->pair_q8k_row, nullptr);
+  const int64_t k = 512;
+  std::vector<char> row(cpu::mm::q8k_row_bytes(k));
+  for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<char>(i * 7 + 3);
+  const std::vector<char> in_order = row;
+  simd->pair_q8k_row(row.data(), k);
+  for (int64_t p = 0; p < k / 64; ++p) {
+    const char* c0 = in_order.data() + 64 * p;
+    const char* c1 = c0 + 32;
+    const char* first = row.data() + 64 * p;
+    const char* second = first + 32;
+    for (int l = 0; l < 8; ++l) {
+      const char want_first[4] = {c0[4 * l], c0[4 * l + 1], c1[4 * l + 2], c1[4 * l + 3]};
+      const char want_second[4] = {c0[4 * l + 2], c0[4 * l + 3], c1[4 * l], c1[4 * l + 1]};
+      EXPECT_EQ(0, std::memcmp(first + 4 * l, want_first, 4)) << "pair " << p << " lane " << l;
+      EXPECT_EQ(0, std::memcmp(second + 4 * l, want_second, 4)) << "pair " << p << " lane " << l;
+    }
+  }
+  EXPECT_EQ(0, std::memcmp(row.data() + k, in_order.data() + k, row.size() - static_cast<size_t>(k)));
+}
+
 TEST(CpuMulMat, HandComputedQ4_KBlock) {
   // One Q4_K super-block: d = 0.5, dmin = 0.25, group g has scale g + 1 and minimum 2g (packed as
   // k_scale_min unpacks them), every quant 3. Element i of group g is 0.5 (g + 1) 3 - 0.25 (2g).

@@ -3,10 +3,12 @@
 // kernels (mul_mat_avx2.cpp).
 //
 // A super-block is eight chunks of 32 elements. Each chunk's quants become 32 unsigned bytes u (or
-// signed values for IQ4_XS), maddubs multiplies them with b's quants into 16 int16 pair sums, and
-// madd weights those with the chunk's group scales into int32 lanes; one float multiply-add per
-// super-block applies d_a * d_b. Offsets folded into u (Q3_K's 4, Q6_K's 32) are taken back exactly
-// in integers through b's group sums; the minimums of Q2_K/Q4_K/Q5_K through them in float.
+// signed values for IQ4_XS), maddubs multiplies them with b's quants into int16 pair sums, and madd
+// weights those with the group scales into eight int32 lanes (lane l: elements 4l..4l + 3 of every
+// chunk); one float multiply-add per super-block applies d_a * d_b. Two chunks share each madd (see
+// Pair; b's quants are stored in that order). Offsets folded into u (Q3_K's 4, Q6_K's 32) are taken
+// back exactly in integers through b's group sums; the minimums of Q2_K/Q4_K/Q5_K through them in
+// float. A tile runs its weight rows one after another, each against all its b columns.
 #include "cpu/ops/mul_mat_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -254,8 +256,8 @@ TESSERA_AVX2 inline Pair pair_of(__m256i u0, __m256i u1, __m256i swap) {
 
 // One weight row's super-blocks [j0, j1) against RN b rows, into acc[n] (8 lanes per dot).
 template <class Block, int RN>
-TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN], int64_t j0,
-                                    int64_t j1, __m256 (&acc)[RN]) {
+TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
+                                    int64_t j0, int64_t j1, __m256 (&acc)[RN]) {
   constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
   const __m256i swap = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap));
   for (int64_t j = j0; j < j1; ++j) {
@@ -282,17 +284,18 @@ TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const 
           const int8_t* q = brow[n].qs + 256 * j + 64 * i;
           const __m256i q0 = _mm256_sign_epi8(load32(reinterpret_cast<const uint8_t*>(q)), p.first);
           const __m256i q1 = _mm256_sign_epi8(load32(reinterpret_cast<const uint8_t*>(q + 32)), p.second);
-          isum[n] = _mm256_add_epi32(isum[n], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a0, q0), sc),
-                                                               _mm256_madd_epi16(_mm256_maddubs_epi16(a1, q1), sc)));
+          isum[n] = _mm256_add_epi32(isum[n],
+                                     _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a0, q0), sc),
+                                                      _mm256_madd_epi16(_mm256_maddubs_epi16(a1, q1), sc)));
         }
       } else {
         // Each int16 lane sums four products u * q of one chunk: at most 4 * 63 * 127 < 2^15.
 #pragma GCC unroll 4
         for (int n = 0; n < RN; ++n) {
           const int8_t* q = brow[n].qs + 256 * j + 64 * i;
-          const __m256i x =
-              _mm256_add_epi16(_mm256_maddubs_epi16(p.first, load32(reinterpret_cast<const uint8_t*>(q))),
-                               _mm256_maddubs_epi16(p.second, load32(reinterpret_cast<const uint8_t*>(q + 32))));
+          const __m256i x = _mm256_add_epi16(
+              _mm256_maddubs_epi16(p.first, load32(reinterpret_cast<const uint8_t*>(q))),
+              _mm256_maddubs_epi16(p.second, load32(reinterpret_cast<const uint8_t*>(q + 32))));
           isum[n] = _mm256_add_epi32(isum[n], _mm256_madd_epi16(x, sc));
         }
       }
@@ -307,8 +310,8 @@ TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const 
         isum[n] = _mm256_sub_epi32(isum[n], _mm256_madd_epi16(s.sums, bsums));
       acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_mul_ps(d, db), acc[n]);
       if constexpr (kSums<Block> == Sums::Min)
-        acc[n] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s.sums, bsums)), _mm256_mul_ps(dmin, db),
-                                  acc[n]);
+        acc[n] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s.sums, bsums)),
+                                  _mm256_mul_ps(dmin, db), acc[n]);
     }
   }
 }
@@ -325,8 +328,8 @@ TESSERA_AVX2 void tile_kquant(const TileArgs& t) {
 #pragma GCC unroll 4
     for (int n = 0; n < RN; ++n)
       acc[n] = t.first ? _mm256_setzero_ps() : _mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes);
-    row_kquant<Block, RN>(reinterpret_cast<const Block*>(t.a + m * t.a_stride), 4 * RM * t.a_stride, brow, j0, j1,
-                          acc);
+    row_kquant<Block, RN>(reinterpret_cast<const Block*>(t.a + m * t.a_stride), 4 * RM * t.a_stride, brow, j0,
+                          j1, acc);
 #pragma GCC unroll 4
     for (int n = 0; n < RN; ++n) {
       if (t.last)
