@@ -1,5 +1,6 @@
 #pragma once
 // The CPU backend: reference kernels (plain, obviously right) and fast kernels, over a thread pool.
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,11 @@ class CpuBackend final : public Backend {
   bool supports(const Tensor& op) const override;
   void set_threads(int n_threads);  // bounded as in the constructor
   int threads() const noexcept { return n_threads_; }
+  // Nodes that read and write fewer bytes than this run on the calling thread alone, since handing
+  // their work to the pool costs more than it saves (default kDefaultParallelBytes; 0: every node
+  // goes to the pool, as the tests that compare thread counts want). Results are the same either way.
+  static constexpr size_t kDefaultParallelBytes = 32 * 1024;
+  void set_min_parallel_bytes(size_t bytes) noexcept { min_parallel_bytes_ = bytes; }
   KernelSet kernels() const noexcept { return kernels_; }
 
  private:
@@ -33,6 +39,7 @@ class CpuBackend final : public Backend {
   int n_threads_;
   KernelSet kernels_;
   ThreadLimit limit_;
+  size_t min_parallel_bytes_ = kDefaultParallelBytes;
   std::unique_ptr<Workers> workers_;
 };
 

@@ -19,14 +19,15 @@ class ThreadPool;
 
 struct ComputeContext {
   ThreadPool* pool = nullptr;  // nullptr = run on the caller only
-  int n_threads = 1;
+  int n_threads = 1;           // 1: this node runs on the caller only; more: on the whole pool
   KernelSet kernels = KernelSet::Reference;
   std::vector<char>* scratch = nullptr;  // per-backend work memory, reused across nodes
   HostScratchArena* arena = nullptr;     // preferred when set: grows in place (host virtual memory)
 
-  // Splits [0, n) into n_threads contiguous chunks whose sizes differ by at most one (so the threads
-  // finish together) and runs fn(begin, end) for each in parallel. Each item is computed by exactly
-  // one thread, so results never depend on the thread count.
+  // Splits [0, n) into contiguous chunks (a few per thread, sizes differing by at most one) and runs
+  // fn(begin, end) for each on the pool's threads, which claim them as they come free (so they finish
+  // together). Each item is computed by exactly one call, so results never depend on the thread count
+  // or on which thread ran which chunk.
   void parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) const;
   // Scratch memory of at least `bytes` (contents undefined), valid until the next call.
   char* scratch_memory(size_t bytes) const;

@@ -23,13 +23,21 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// How long an idle worker spins before parking (beyond kSpinsPerClockCheck pauses). Longer bridges
-// the serial work between nodes on a quiet machine but costs CPU share on a loaded one (see header).
-constexpr auto kSpinBeforePark = std::chrono::microseconds(0);
+// Chunks per thread: enough that a thread descheduled for a while leaves little for the others to
+// wait on, few enough that claiming one (an atomic on a shared line) stays negligible.
+constexpr int64_t kChunksPerThread = 4;
+constexpr int64_t kMaxChunks = 0xffff;  // what the claim word's 16-bit fields hold
+// How long an idle worker keeps spinning inside a GraphScope before it parks: far longer than the
+// serial work between two nodes, far shorter than the time between two tokens' graphs.
+constexpr auto kGraphSpin = std::chrono::microseconds(500);
+// Pauses between two looks at the clock, and before a worker outside a graph parks.
 constexpr int kSpinsPerClockCheck = 256;
-// After this many pauses (tens of microseconds) the caller sleeps until its workers finish, so that
-// on a loaded machine it does not spend its share of the CPU waiting.
-constexpr int kSpinsBeforeYield = 256;
+// How long the caller spins for the last chunks before it sleeps until they are done.
+constexpr auto kCallerSpin = std::chrono::microseconds(30);
+
+constexpr uint64_t claim_word(uint32_t seq, uint64_t chunks, uint64_t next) noexcept {
+  return static_cast<uint64_t>(seq) << 32 | chunks << 16 | next;
+}
 
 }  // namespace
 
@@ -37,14 +45,22 @@ void ThreadPool::fail_worker_start_for_testing(int index) noexcept {
   g_fail_worker_start.store(index, std::memory_order_relaxed);
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+int64_t ThreadPool::chunk_count(int64_t n, int threads) noexcept {
+  if (n <= 0) return 0;
+  if (threads <= 1) return 1;
+  return std::min({n, static_cast<int64_t>(threads) * kChunksPerThread, kMaxChunks});
+}
+
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads),
+      spin_in_graphs_(n_threads_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
     try {
       if (g_fail_worker_start.load(std::memory_order_relaxed) == i)
         throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
                                 "injected thread start failure");
-      workers_.emplace_back([this, i] { worker(i); });
+      workers_.emplace_back([this] { worker(); });
     } catch (const std::exception& e) {  // std::system_error, or bad_alloc for the thread's state
       // Without this the members would be destroyed under running workers (a deadlock or terminate).
       const int started = static_cast<int>(workers_.size());
@@ -65,50 +81,88 @@ void ThreadPool::stop_workers() noexcept {
   workers_.clear();
 }
 
-void ThreadPool::run(Job job) {
-  if (workers_.empty()) {
-    job(0);
+ThreadPool::GraphScope::GraphScope(ThreadPool& pool) noexcept : pool_(pool) {
+  pool_.graph_scopes_.fetch_add(1, std::memory_order_relaxed);
+}
+
+ThreadPool::GraphScope::~GraphScope() { pool_.graph_scopes_.fetch_sub(1, std::memory_order_relaxed); }
+
+void ThreadPool::parallel_for(int64_t n, RangeFn fn) {
+  if (n <= 0) return;
+  const int64_t chunks = chunk_count(n, n_threads_);
+  if (workers_.empty() || chunks == 1) {
+    fn(0, n);
     return;
   }
-  job_ = job;
+  loop_ = {fn, n};
   error_ = nullptr;
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t seq = ++seq_;
+  claim_.store(claim_word(seq, static_cast<uint64_t>(chunks), 0), std::memory_order_release);
   // seq_cst pairs with the parking worker's parked_ increment: either it sees the new generation or
   // we see it parked and wake it.
-  generation_.fetch_add(1, std::memory_order_seq_cst);
+  generation_.store(seq, std::memory_order_seq_cst);
   if (parked_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
 
-  std::exception_ptr own_error;
-  try {
-    job(0);
-  } catch (...) {
-    own_error = std::current_exception();
-  }
-  // The workers' share is as long as ours (the splits are even), so this wait is usually short.
+  run_chunks(seq);
+  // Only chunks claimed by others and still running are left: wait for them, not for every worker.
+  const auto target = static_cast<uint32_t>(chunks);
+  const auto spin_until = std::chrono::steady_clock::now() + kCallerSpin;
   for (int64_t spins = 0;; ++spins) {
-    const int left = pending_.load(std::memory_order_acquire);
-    if (left == 0) break;
+    const uint32_t d = done_.load(std::memory_order_acquire);
+    if (d == target) break;
     cpu_relax();
-    if (spins < kSpinsBeforeYield) continue;
+    if (spins % kSpinsPerClockCheck != kSpinsPerClockCheck - 1 ||
+        std::chrono::steady_clock::now() < spin_until)
+      continue;
     // Sleep rather than yield: a woken thread gets its core back sooner than one that yielded it.
     main_parked_.store(true, std::memory_order_seq_cst);
-    if (pending_.load(std::memory_order_seq_cst) == left) pending_.wait(left, std::memory_order_acquire);
+    if (done_.load(std::memory_order_seq_cst) == d) done_.wait(d, std::memory_order_acquire);
     main_parked_.store(false, std::memory_order_relaxed);
   }
-  job_ = Job();
-  if (own_error) std::rethrow_exception(own_error);
+  loop_ = {};
   if (error_) std::rethrow_exception(error_);
 }
 
-uint32_t ThreadPool::wait_for_job(uint32_t seen) {
+void ThreadPool::run_chunks(uint32_t seq) {
+  Loop loop;
+  uint64_t c = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (static_cast<uint32_t>(c >> 32) != seq) return;  // a later loop (or stop): not ours
+    const uint64_t chunks = (c >> 16) & 0xffff, next = c & 0xffff;
+    if (next >= chunks) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;
+    // Loop `seq` cannot finish (and loop_ be rewritten) before this claimed chunk is done.
+    if (!loop.fn) loop = loop_;
+    const auto k = static_cast<int64_t>(chunks), i = static_cast<int64_t>(next);
+    try {
+      loop.fn(chunk_begin(loop.n, k, i), chunk_begin(loop.n, k, i + 1));
+    } catch (...) {
+      record_error();
+    }
+    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == chunks &&
+        main_parked_.load(std::memory_order_seq_cst))
+      done_.notify_one();
+    c = claim_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::record_error() noexcept {
+  std::lock_guard lock(error_mutex_);
+  if (!error_) error_ = std::current_exception();
+}
+
+uint32_t ThreadPool::wait_for_loop(uint32_t seen) {
   auto idle_since = std::chrono::steady_clock::now();
   for (int64_t spins = 0;; ++spins) {
     const uint32_t g = generation_.load(std::memory_order_acquire);
     if (g != seen) return g;
     cpu_relax();
     if (spins % kSpinsPerClockCheck != kSpinsPerClockCheck - 1) continue;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - idle_since < kSpinBeforePark) continue;
+    if (spin_in_graphs_ && graph_scopes_.load(std::memory_order_relaxed) > 0 &&
+        std::chrono::steady_clock::now() - idle_since < kGraphSpin)
+      continue;
     parked_.fetch_add(1, std::memory_order_seq_cst);
     generation_.wait(seen, std::memory_order_seq_cst);  // returns once generation_ != seen
     parked_.fetch_sub(1, std::memory_order_relaxed);
@@ -116,19 +170,12 @@ uint32_t ThreadPool::wait_for_job(uint32_t seen) {
   }
 }
 
-void ThreadPool::worker(int ith) {
-  uint32_t seen = 0;  // the constructor publishes no job before the workers start
+void ThreadPool::worker() {
+  uint32_t seen = 0;  // the constructor publishes no loop before the workers start
   for (;;) {
-    seen = wait_for_job(seen);
+    seen = wait_for_loop(seen);
     if (stop_.load(std::memory_order_acquire)) return;
-    try {
-      job_(ith);
-    } catch (...) {
-      std::lock_guard lock(error_mutex_);
-      if (!error_) error_ = std::current_exception();
-    }
-    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && main_parked_.load(std::memory_order_seq_cst))
-      pending_.notify_one();
+    run_chunks(seen);
   }
 }
 

@@ -1,11 +1,18 @@
 #pragma once
-// A fixed pool of persistent worker threads that runs one parallel job at a time.
+// A fixed pool of persistent worker threads that runs one parallel loop at a time.
 //
-// Between jobs the workers spin (with a pause instruction) on a generation counter, then park on a
-// futex (std::atomic::wait) and cost nothing until the next job; the caller waits for them the same
-// way. No mutex, no condition variable, no allocation per job. How long to spin is one constant
-// (kSpinBeforePark): ~1 ms of spinning cost 25-30% of generation speed on a loaded 2-core machine
-// (spinning threads lose their CFS share), so it is short until it is tuned on a quiet one.
+// A loop's range is cut into chunks that the threads claim from one atomic word, so a thread that
+// the OS has descheduled (or that is still waking up) costs nothing: the others take its chunks and
+// the caller returns once every chunk is done, without waiting for threads that never showed up.
+// Results never depend on who ran which chunk (every item is computed by exactly one call).
+//
+// Between loops the workers spin (with a pause instruction) on a generation counter, then park on a
+// futex (std::atomic::wait) and cost nothing; the caller waits for the last chunks the same way.
+// While a GraphScope is open (the CPU backend holds one for a whole graph) the workers keep spinning
+// between loops for up to kGraphSpin, so the nodes of a graph are separated by a spinning barrier
+// rather than a wake-up. Outside one they park almost at once: spinning threads lose their CFS share
+// on a loaded machine. No mutex, no condition variable, no allocation per loop.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -19,7 +26,7 @@ namespace tessera::cpu {
 
 class ThreadPool {
  public:
-  using Job = FunctionRef<void(int)>;
+  using RangeFn = FunctionRef<void(int64_t, int64_t)>;
 
   // Starts n_threads - 1 workers (the caller is thread 0). Throws Error(OutOfMemory) naming how many
   // could not be started when the system refuses a thread; the workers already started are joined.
@@ -29,28 +36,65 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const noexcept { return n_threads_; }
-  // Calls job(ith) for ith in [0, size()) on the workers and the caller; returns when all finish.
-  // The first exception thrown by any call is rethrown here. One caller at a time.
-  void run(Job job);
+
+  // How parallel_for cuts [0, n) for a pool of `threads`: the number of chunks (a few per thread,
+  // so that the threads finish together whatever the OS does to one of them) and where chunk c of
+  // `chunks` begins (sizes differ by at most one). Depends only on n and threads.
+  static int64_t chunk_count(int64_t n, int threads) noexcept;
+  static int64_t chunk_begin(int64_t n, int64_t chunks, int64_t c) noexcept {
+    return n / chunks * c + std::min(c, n % chunks);
+  }
+
+  // Calls fn(begin, end) once for every chunk of [0, n) (chunk_count(n, size()) of them) on the
+  // workers and the caller; returns when all are done. The first exception thrown by a chunk is
+  // rethrown here (the other chunks still run). One caller at a time.
+  void parallel_for(int64_t n, RangeFn fn);
+
+  // While one exists the idle workers spin between loops instead of parking (see the top).
+  class GraphScope {
+   public:
+    explicit GraphScope(ThreadPool& pool) noexcept;
+    ~GraphScope();
+    GraphScope(const GraphScope&) = delete;
+    GraphScope& operator=(const GraphScope&) = delete;
+
+   private:
+    ThreadPool& pool_;
+  };
 
   // Test seam: the start of worker number `index` (1-based, as the caller is 0) throws as if the
   // system had refused the thread; 0 turns it off.
   static void fail_worker_start_for_testing(int index) noexcept;
 
  private:
-  void worker(int ith);
-  uint32_t wait_for_job(uint32_t seen);
+  // The loop being run: written by the caller before it publishes claim_, read by a worker only
+  // after it has claimed a chunk of it (so never while the caller rewrites it for the next loop).
+  struct Loop {
+    RangeFn fn;
+    int64_t n = 0;
+  };
+
+  void worker();
+  uint32_t wait_for_loop(uint32_t seen);
+  // Claims and runs chunks of loop `seq` until none is left.
+  void run_chunks(uint32_t seq);
+  void record_error() noexcept;
   void stop_workers() noexcept;
 
   int n_threads_;
+  bool spin_in_graphs_;  // false when there are more threads than hardware threads
   std::vector<std::thread> workers_;
-  Job job_;
+  Loop loop_;
   std::mutex error_mutex_;
   std::exception_ptr error_;
-  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job (and to stop)
-  alignas(64) std::atomic<int> pending_{0};          // workers still running the current job
+  uint32_t seq_ = 0;  // the caller's count of loops published
+  // Loop sequence (high 32 bits), chunk count (bits 16-31) and next unclaimed chunk (bits 0-15).
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  alignas(64) std::atomic<uint32_t> generation_{0};  // the latest loop's sequence (and bumped to stop)
+  alignas(64) std::atomic<uint32_t> done_{0};        // chunks of the current loop finished
+  std::atomic<bool> main_parked_{false};             // the caller sleeps in done_.wait
   alignas(64) std::atomic<int> parked_{0};           // workers asleep in generation_.wait
-  std::atomic<bool> main_parked_{false};             // the caller sleeps in pending_.wait
+  std::atomic<int> graph_scopes_{0};
   std::atomic<bool> stop_{false};
 };
 

@@ -1,5 +1,6 @@
-// The CPU thread pool: every index runs once per job, errors come back, a refused thread is an Error
-// (never a deadlock), parallel_for splits evenly, and the backend's thread count is bounded by the machine.
+// The CPU thread pool: every item runs once per loop in chunks that depend only on the size, errors
+// come back, a refused thread is an Error (never a deadlock), and the backend's thread count is
+// bounded by the machine.
 #include "cpu/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -26,49 +27,113 @@ namespace {
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
-// Runs one job on the pool and returns how often each index was called.
-std::vector<int> calls_per_index(ThreadPool& pool) {
-  std::vector<std::atomic<int>> calls(static_cast<size_t>(pool.size()));
-  pool.run([&](int ith) { calls[static_cast<size_t>(ith)].fetch_add(1); });
+// Runs one loop of n items on the pool and returns how often each item was visited.
+std::vector<int> visits_per_item(ThreadPool& pool, int64_t n) {
+  std::vector<std::atomic<int>> visits(static_cast<size_t>(n));
+  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) visits[static_cast<size_t>(i)].fetch_add(1);
+  });
   std::vector<int> out;
-  for (auto& c : calls) out.push_back(c.load());
+  for (auto& v : visits) out.push_back(v.load());
   return out;
 }
 
 }  // namespace
 
-TEST(CpuThreadPool, EveryIndexRunsOncePerJobWhetherWorkersSpinOrPark) {
+TEST(CpuThreadPool, EveryItemRunsOncePerLoopWhetherWorkersSpinOrPark) {
   ThreadPool pool(3);
   ASSERT_EQ(pool.size(), 3);
-  // Back to back: the workers are still spinning.
-  for (int job = 0; job < 2000; ++job) ASSERT_EQ(calls_per_index(pool), (std::vector<int>{1, 1, 1})) << job;
-  // After 20 ms idle they have parked on the futex and must wake for the next job.
-  for (int job = 0; job < 3; ++job) {
+  const std::vector<int> once(50, 1);
+  // Back to back, inside and outside a graph scope: the workers are still spinning.
+  for (int loop = 0; loop < 2000; ++loop) ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
+  {
+    ThreadPool::GraphScope scope(pool);
+    for (int loop = 0; loop < 2000; ++loop) ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
+  }
+  // After 20 ms idle they have parked on the futex (even in a scope) and must wake for the next loop.
+  for (int loop = 0; loop < 3; ++loop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ASSERT_EQ(calls_per_index(pool), (std::vector<int>{1, 1, 1})) << job;
+    ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
+    ThreadPool::GraphScope scope(pool);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
   }
 }
 
-TEST(CpuThreadPool, AJobsResultsAreVisibleToTheCaller) {
+TEST(CpuThreadPool, ALoopsResultsAreVisibleToTheCaller) {
   ThreadPool pool(2);
-  for (int job = 0; job < 500; ++job) {
-    std::vector<int> out(2, 0);
-    pool.run([&](int ith) { out[static_cast<size_t>(ith)] = job * 10 + ith; });  // plain stores
-    ASSERT_EQ(out, (std::vector<int>{job * 10, job * 10 + 1}));
+  ThreadPool::GraphScope scope(pool);
+  for (int loop = 0; loop < 500; ++loop) {
+    std::vector<int> out(64, 0);
+    pool.parallel_for(64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[static_cast<size_t>(i)] = loop * 100 + static_cast<int>(i);
+    });  // plain stores
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(out[static_cast<size_t>(i)], loop * 100 + i) << loop;
   }
 }
 
-TEST(CpuThreadPool, AnExceptionOnAWorkerIsRethrownAndThePoolStaysUsable) {
+// Chunks go to whichever thread is free, not to a thread fixed in advance: while the first chunk to
+// start is held up (as by a descheduled thread) the other threads run all the rest. With a fixed
+// split the held thread's remaining chunks would never run and this would fail at the deadline.
+TEST(CpuThreadPool, AHeldUpThreadsShareIsTakenByTheOthers) {
   ThreadPool pool(3);
-  try {
-    pool.run([](int ith) {
-      if (ith == 2) throw Error(ErrorCode::InvalidArgument, "worker two failed");
+  for (int round = 0; round < 20; ++round) {
+    const int64_t chunks = ThreadPool::chunk_count(12, 3);
+    std::atomic<int> started{0}, finished{0};
+    std::atomic<bool> others_done{false};
+    pool.parallel_for(12, [&](int64_t, int64_t) {
+      if (started.fetch_add(1) == 0) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (finished.load() < chunks - 1 && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::yield();
+        others_done = finished.load() == chunks - 1;
+      }
+      finished.fetch_add(1);
     });
-    FAIL() << "no exception";
-  } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "worker two failed")) << e.what();
+    ASSERT_TRUE(others_done.load()) << round;
+    ASSERT_EQ(finished.load(), chunks);
   }
-  EXPECT_EQ(calls_per_index(pool), (std::vector<int>{1, 1, 1}));
+}
+
+TEST(CpuThreadPool, ChunksAreClaimedAsThreadsComeFreeAndCoverEveryItemOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 2, 3, 7, 8, 12, 13, 100, 100000}) {
+    EXPECT_EQ(visits_per_item(pool, n), std::vector<int>(static_cast<size_t>(n), 1)) << n;
+    const int64_t chunks = ThreadPool::chunk_count(n, 3);
+    EXPECT_EQ(chunks, std::min<int64_t>(n, 12)) << n;
+    std::vector<std::atomic<int>> calls(static_cast<size_t>(chunks));
+    pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+      // Each call is one whole chunk: its bounds are those chunk_begin gives.
+      int64_t c = 0;
+      while (ThreadPool::chunk_begin(n, chunks, c) != begin) ++c;
+      ASSERT_LT(c, chunks);
+      EXPECT_EQ(end, ThreadPool::chunk_begin(n, chunks, c + 1));
+      calls[static_cast<size_t>(c)].fetch_add(1);
+    });
+    for (int64_t c = 0; c < chunks; ++c) EXPECT_EQ(calls[static_cast<size_t>(c)].load(), 1) << n << " " << c;
+    EXPECT_EQ(ThreadPool::chunk_begin(n, chunks, chunks), n);
+    // Sizes differ by at most one.
+    EXPECT_LE(
+        ThreadPool::chunk_begin(n, chunks, 1) - ThreadPool::chunk_begin(n, chunks, 0),
+        ThreadPool::chunk_begin(n, chunks, chunks) - ThreadPool::chunk_begin(n, chunks, chunks - 1) + 1);
+  }
+  EXPECT_EQ(ThreadPool::chunk_count(1000, 1), 1);
+  EXPECT_EQ(ThreadPool::chunk_count(0, 4), 0);
+}
+
+TEST(CpuThreadPool, AnExceptionInAChunkIsRethrownAndThePoolStaysUsable) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 50; ++round) {
+    try {
+      pool.parallel_for(12, [](int64_t begin, int64_t) {
+        if (begin == 7) throw Error(ErrorCode::InvalidArgument, "chunk seven failed");
+      });
+      FAIL() << "no exception";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "chunk seven failed")) << e.what();
+    }
+    ASSERT_EQ(visits_per_item(pool, 30), std::vector<int>(30, 1));
+  }
 }
 
 // Issue 15 defect 3: a refused pthread_create unwound the constructor under running workers, and the
@@ -84,7 +149,7 @@ TEST(CpuThreadPool, ARefusedWorkerIsAnErrorAndTheStartedOnesAreJoined) {
     EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
     EXPECT_TRUE(contains(e.what(), "could not start 2 of 4 worker threads (2 started)")) << e.what();
   }
-  EXPECT_EQ(calls_per_index(*std::make_unique<ThreadPool>(5)), (std::vector<int>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(visits_per_item(*std::make_unique<ThreadPool>(5), 40), std::vector<int>(40, 1));
 }
 
 // The same through the real system: in a child whose address space has room for only a few thread
@@ -112,34 +177,6 @@ TEST(CpuThreadPool, RunningOutOfAddressSpaceForThreadsIsAnError) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   EXPECT_EQ(WEXITSTATUS(status), 0) << "3: setrlimit, 4: no failure, 5: wrong error, 6: not an Error";
-}
-
-TEST(CpuParallelFor, ChunksDifferByAtMostOneAndCoverEveryItemOnce) {
-  ThreadPool pool(3);
-  cpu::ComputeContext ctx;
-  ctx.pool = &pool;
-  ctx.n_threads = 3;
-  for (int64_t n : {1, 2, 3, 7, 8, 100}) {
-    std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
-    std::vector<int64_t> sizes(3, 0);
-    ctx.parallel_for(n, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
-      // Chunks are contiguous and ordered, so the thread owning `begin` is found from the sizes.
-      const int64_t base = n / 3, extra = n % 3;
-      const int64_t ith =
-          begin < extra * (base + 1) ? begin / (base + 1) : extra + (begin - extra * (base + 1)) / base;
-      sizes[static_cast<size_t>(ith)] = end - begin;
-    });
-    for (int64_t i = 0; i < n; ++i)
-      EXPECT_EQ(seen[static_cast<size_t>(i)].load(), 1) << "n " << n << " item " << i;
-    const std::vector<int64_t> expected = n == 1   ? std::vector<int64_t>{1, 0, 0}
-                                          : n == 2 ? std::vector<int64_t>{1, 1, 0}
-                                          : n == 3 ? std::vector<int64_t>{1, 1, 1}
-                                          : n == 7 ? std::vector<int64_t>{3, 2, 2}
-                                          : n == 8 ? std::vector<int64_t>{3, 3, 2}
-                                                   : std::vector<int64_t>{34, 33, 33};
-    EXPECT_EQ(sizes, expected) << "n " << n;
-  }
 }
 
 TEST(CpuBackendThreads, MoreThanTheMachineIsClampedWithOneWarning) {

@@ -168,6 +168,7 @@ inline std::vector<float> iota(int64_t n, float start = 0.0f) {
 inline void compute(Tensor* out, int n_threads = 1, cpu::KernelSet kernels = cpu::KernelSet::Reference) {
   Graph g{out};
   cpu::CpuBackend backend(n_threads, kernels, cpu::ThreadLimit::Exact);  // 3 threads even on 2 cores
+  backend.set_min_parallel_bytes(0);  // small test tensors are split across the threads too
   backend.compute(g);
 }
 

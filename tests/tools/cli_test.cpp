@@ -150,7 +150,51 @@ TEST(Cli, BenchReportsPromptAndGenerationSpeed) {
   r = cli("bench -p 8 -n 2 -r 1 -t 1 --type q8_0 --n-gpu-layers 0");  // the built-in synthetic model
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "| synthetic-250M q8_0 | CPU |")) << r.out;
-  EXPECT_NE(cli("bench --type q5_k").code, 0);
+  EXPECT_NE(cli("bench --type q9_9").code, 0);
+}
+
+// Issue 13 item 5: -d fills the context before each timed test (named as llama-bench names it) and
+// generation rows state the weight bytes read per second.
+TEST(Cli, BenchAtDepthNamesTheTestAndReportsTheWeightBandwidth) {
+  auto r = cli("bench -m " + kModel + " -p 8 -n 4 -d 40 -r 1 -t 1 -o json --n-gpu-layers 0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"test\": \"pp8 @ d40\", \"n_depth\": 40")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"test\": \"tg4 @ d40\", \"n_depth\": 40")) << r.out;
+  // Only generation has a bandwidth: tokens/s times the file's tensors less the embedding table
+  // plus one row of it, plus the table once more as the tied output matrix (stories260K has none).
+  const tessera::gguf::File file = tessera::gguf::File::open(kModel);
+  double bytes = 0, embd_row = 0;
+  bool has_output = false;
+  for (const tessera::gguf::TensorInfo& t : file.tensors()) {
+    bytes += static_cast<double>(t.nbytes);  // the embedding table counts once, as the output matrix
+    has_output |= t.name == "output.weight";
+    if (t.name == "token_embd.weight")
+      embd_row = static_cast<double>(t.nbytes) / static_cast<double>(t.ne[1]);
+  }
+  ASSERT_FALSE(has_output);
+  ASSERT_GT(embd_row, 0);
+  bytes += embd_row;
+  const std::string gb_key = "\"weight_gb_per_second\": ", tps_key = "\"tokens_per_second_median\": ";
+  const size_t gb = r.out.find(gb_key);
+  ASSERT_NE(gb, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(gb_key, gb + 1), std::string::npos) << r.out;
+  const size_t tps = r.out.rfind(tps_key, gb);  // the tg row's
+  ASSERT_NE(tps, std::string::npos) << r.out;
+  const double gb_per_s = std::stod(r.out.substr(gb + gb_key.size()));
+  const double tokens_per_s = std::stod(r.out.substr(tps + tps_key.size()));
+  EXPECT_NEAR(gb_per_s, bytes * tokens_per_s / 1e9, 1e-3 * gb_per_s + 1e-4) << r.out;
+  r = cli("bench -m " + kModel + " -p 0 -n 2 -d 3 -r 1 -t 1 --n-gpu-layers 0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "| test | t/s | weights GB/s |")) << r.out;
+  EXPECT_TRUE(contains(r.out, "| tg2 @ d3 |")) << r.out;
+  // A depth beyond any context is an error before anything is allocated.
+  EXPECT_NE(cli("bench -m " + kModel + " -p 0 -n 2 -d 99999999 -r 1 -t 1 --n-gpu-layers 0").code, 0);
+  // The help names every weight type the synthetic model takes, K-quants included.
+  r = cli("bench --help");
+  EXPECT_TRUE(contains(r.out, "q4_0, q8_0")) << r.out;
+  for (const char* t : {"q4_k", "q6_k", "iq4_xs", "bf16"})
+    EXPECT_TRUE(contains(r.out, t)) << t << "\n" << r.out;
+  EXPECT_TRUE(contains(r.out, "weights GB/s")) << r.out;
 }
 
 // Issue 13/15: `-t 1000` under a 1 GB address-space limit hung forever (a refused thread deadlocked

@@ -1,5 +1,6 @@
 // `tessera bench`: prompt processing (pp) and generation (tg) throughput, the llama-bench way:
-// a fresh context per run, one warm-up, REPS timed runs, median and standard deviation.
+// a fresh context per run (holding DEPTH tokens before the timed part), one warm-up, REPS timed
+// runs, median and standard deviation; for generation also the weight bytes read per second.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,13 +14,14 @@
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
+#include "tessera/op_types.h"
 
 namespace tessera::cli {
 namespace {
 
 struct BenchArgs {
   std::string model, device, output = "md", type = "q4_0";
-  int n_prompt = 512, n_gen = 128, threads = 0, reps = 5;
+  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, reps = 5;
   int n_gpu_layers = -1;  // -1: every configuration (CPU, then all layers on each device)
   bool no_mmap = false;
 };
@@ -31,9 +33,27 @@ struct Config {
 
 struct Result {
   std::string model, backend, test;
-  int n_gpu_layers, threads;
+  int n_gpu_layers, threads, depth;
   double median, stddev;  // tokens/s
+  double gb_per_s;        // weight bytes read per second (generation only; 0 for prompts)
 };
+
+// Types the synthetic model can have: those a weight can be (matrix products and row lookups).
+std::vector<std::string> weight_type_names() {
+  std::vector<std::string> names;
+  for (DType t : kAllDTypes)
+    if (op_source_types(Op::MulMat, 0).contains(t) && op_source_types(Op::GetRows, 0).contains(t))
+      names.emplace_back(tessera::name(t));
+  return names;
+}
+
+// Weight bytes one generated token reads: every weight once (the output matrix whole, tied or
+// not), except the token embeddings, of which only the token's row is read. The KV cache, the
+// activations and the scratch memory are not counted.
+double weight_bytes_per_token(const llm::Model& model) {
+  const Tensor* embd = model.token_embd();
+  return static_cast<double>(model.weight_bytes() - embd->nbytes() + embd->nb[1]);
+}
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -51,15 +71,18 @@ double stddev_of(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
-// Tokens/s of one run of a test on a fresh session.
+// Tokens/s of one run of a test on a fresh session that first holds a.depth tokens (not timed).
 double run_once(const llm::Model& model, const BenchArgs& a, bool prompt, std::mt19937& rng) {
   const int n = prompt ? a.n_prompt : a.n_gen;
   llm::SessionOptions so;
-  so.n_ctx = std::max(n, 1);
+  so.n_ctx = std::max<int64_t>(static_cast<int64_t>(n) + a.depth, 1);
   so.n_threads = a.threads;
   llm::Session session(model, so);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.hparams().n_vocab - 1));
-  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  std::vector<int32_t> tokens(static_cast<size_t>(a.depth));
+  for (auto& t : tokens) t = pick(rng);
+  if (!tokens.empty()) session.decode(tokens);
+  tokens.resize(static_cast<size_t>(n));
   for (auto& t : tokens) t = pick(rng);
   const auto t0 = std::chrono::steady_clock::now();
   if (prompt) {
@@ -84,6 +107,9 @@ void bench(const BenchArgs& a) {
   }
   const auto type = dtype_from_name(a.type);
   if (!type) throw Error(ErrorCode::InvalidArgument, fmt::format("--type: unknown type '{}'", a.type));
+  if (static_cast<int64_t>(a.depth) + std::max(a.n_prompt, a.n_gen) > (int64_t{1} << 24))
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("-d {}: the depth and the test need more than 2^24 context cells", a.depth));
 
   std::vector<Result> results;
   std::mt19937 rng(1);
@@ -112,21 +138,26 @@ void bench(const BenchArgs& a) {
             ? static_cast<int>(std::min<int64_t>(model->n_gpu_layers(), model->hparams().n_layer + 1))
             : 0;
     const int threads = cpu::bounded_threads(a.threads);  // what the CPU backend runs
+    const double bytes_per_token = weight_bytes_per_token(*model);
     for (bool prompt : {true, false}) {
       if ((prompt ? a.n_prompt : a.n_gen) <= 0) continue;
       run_once(*model, a, prompt, rng);  // warm-up
       std::vector<double> tps;
       for (int r = 0; r < a.reps; ++r) tps.push_back(run_once(*model, a, prompt, rng));
-      results.push_back({model_name, backend,
-                         fmt::format("{}{}", prompt ? "pp" : "tg", prompt ? a.n_prompt : a.n_gen), ngl,
-                         threads, median_of(tps), stddev_of(tps)});
+      std::string test = fmt::format("{}{}", prompt ? "pp" : "tg", prompt ? a.n_prompt : a.n_gen);
+      if (a.depth > 0) test += fmt::format(" @ d{}", a.depth);  // llama-bench's spelling
+      const double median = median_of(tps);
+      results.push_back({model_name, backend, test, ngl, threads, a.depth, median, stddev_of(tps),
+                         prompt ? 0.0 : bytes_per_token * median / 1e9});
       if (a.output == "md" && results.size() == 1)
         fmt::print(
-            "| model | backend | ngl | threads | test | t/s |\n| --- | --- | ---: | ---: | --- | ---: |\n");
+            "| model | backend | ngl | threads | test | t/s | weights GB/s |\n"
+            "| --- | --- | ---: | ---: | --- | ---: | ---: |\n");
       const Result& r = results.back();
       if (a.output == "md")
-        fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", r.model, r.backend, r.n_gpu_layers,
-                   r.threads, r.test, r.median, r.stddev);
+        fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} |\n", r.model, r.backend, r.n_gpu_layers,
+                   r.threads, r.test, r.median, r.stddev,
+                   prompt ? std::string() : fmt::format("{:.2f}", r.gb_per_s));
       std::fflush(stdout);
     }
   }
@@ -136,9 +167,10 @@ void bench(const BenchArgs& a) {
       const Result& r = results[i];
       fmt::print(
           "  {{\"model\": \"{}\", \"backend\": \"{}\", \"n_gpu_layers\": {}, \"threads\": {}, \"test\": "
-          "\"{}\", "
-          "\"reps\": {}, \"tokens_per_second_median\": {:.4f}, \"tokens_per_second_stddev\": {:.4f}}}{}\n",
-          r.model, r.backend, r.n_gpu_layers, r.threads, r.test, a.reps, r.median, r.stddev,
+          "\"{}\", \"n_depth\": {}, "
+          "\"reps\": {}, \"tokens_per_second_median\": {:.4f}, \"tokens_per_second_stddev\": {:.4f}{}}}{}\n",
+          r.model, r.backend, r.n_gpu_layers, r.threads, r.test, r.depth, a.reps, r.median, r.stddev,
+          r.gb_per_s > 0.0 ? fmt::format(", \"weight_gb_per_second\": {:.4f}", r.gb_per_s) : std::string(),
           i + 1 < results.size() ? "," : "");
     }
     fmt::print("]\n");
@@ -152,11 +184,18 @@ void add_bench(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("bench", "Measure prompt processing and generation speed (llama-bench method)");
   cmd->add_option("-m,--model", args->model, "GGUF model file (default: a built-in synthetic 250M Llama)");
-  cmd->add_option("--type", args->type, "weight type of the synthetic model")
-      ->check(CLI::IsMember({"q4_0", "q8_0", "f16", "bf16", "f32"}));
+  const std::vector<std::string> types = weight_type_names();
+  std::string type_list;
+  for (const auto& t : types) type_list += (type_list.empty() ? "" : ", ") + t;
+  cmd->add_option("--type", args->type, "weight type of the synthetic model: " + type_list)
+      ->check(CLI::IsMember(types));
   cmd->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens (pp test; 0: skip)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", args->n_gen, "generated tokens (tg test; 0: skip)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-d,--n-depth", args->depth,
+                  "tokens already in the context (KV cache) before each timed test, as llama-bench's -d; "
+                  "the test is then named e.g. 'tg128 @ d512'")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", args->reps, "timed runs per test")->check(CLI::PositiveNumber);
@@ -166,6 +205,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--device", args->device, "device for offloaded layers");
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->add_option("-o,--output", args->output, "output format")->check(CLI::IsMember({"md", "json"}));
+  cmd->footer(
+      "weights GB/s (generation rows): the weight bytes one token reads (every weight, the output matrix "
+      "whole, one row of the token embeddings; not the KV cache or activations) times tokens/s.");
   cmd->callback([args] { bench(*args); });
 }
 
