@@ -185,10 +185,8 @@ void add_bench(CLI::App& app) {
       app.add_subcommand("bench", "Measure prompt processing and generation speed (llama-bench method)");
   cmd->add_option("-m,--model", args->model, "GGUF model file (default: a built-in synthetic 250M Llama)");
   const std::vector<std::string> types = weight_type_names();
-  std::string type_list;
-  for (const auto& t : types) type_list += (type_list.empty() ? "" : ", ") + t;
-  cmd->add_option("--type", args->type, "weight type of the synthetic model: " + type_list)
-      ->check(CLI::IsMember(types));
+  cmd->add_option("--type", args->type, "weight type of the synthetic model (any a weight can have)")
+      ->transform(CLI::IsMember(types, CLI::ignore_case));  // q4_k as well as ggml's q4_K
   cmd->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens (pp test; 0: skip)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", args->n_gen, "generated tokens (tg test; 0: skip)")
