@@ -192,7 +192,7 @@ TEST(Cli, BenchAtDepthNamesTheTestAndReportsTheWeightBandwidth) {
   EXPECT_NE(cli("bench -m " + kModel + " -p 0 -n 2 -d 99999999 -r 1 -t 1 --n-gpu-layers 0").code, 0);
   // The help names every weight type the synthetic model takes, K-quants included.
   r = cli("bench --help");
-  EXPECT_TRUE(contains(r.out, "q4_0, q8_0")) << r.out;
+  EXPECT_TRUE(contains(r.out, "{f32,f16,bf16,q4_0,q8_0,")) << r.out;
   for (const char* t : {"q4_K", "q6_K", "iq4_xs", "bf16"})
     EXPECT_TRUE(contains(r.out, t)) << t << "\n" << r.out;
   EXPECT_TRUE(contains(r.out, "weights GB/s")) << r.out;
