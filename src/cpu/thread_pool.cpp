@@ -27,9 +27,10 @@ inline void cpu_relax() noexcept {
 // wait on, few enough that claiming one (an atomic on a shared line) stays negligible.
 constexpr int64_t kChunksPerThread = 4;
 constexpr int64_t kMaxChunks = 0xffff;  // what the claim word's 16-bit fields hold
-// How long an idle worker keeps spinning inside a GraphScope before it parks: far longer than the
-// serial work between two nodes, far shorter than the time between two tokens' graphs.
-constexpr auto kGraphSpin = std::chrono::microseconds(500);
+// How long an idle worker keeps spinning inside a GraphScope before it parks: longer than the
+// serial work between two parallel nodes (a few small nodes of a few us), short enough that on a
+// loaded machine a spinning worker does not use up its CFS share (500 us was no better there).
+constexpr auto kGraphSpin = std::chrono::microseconds(50);
 // Pauses between two looks at the clock, and before a worker outside a graph parks.
 constexpr int kSpinsPerClockCheck = 256;
 // How long the caller spins for the last chunks before it sleeps until they are done.
