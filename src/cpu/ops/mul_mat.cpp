@@ -169,7 +169,7 @@ struct Blocking {
   int64_t kc, mc, nc;
 };
 
-Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem) {
+Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bool wide) {
   // Tile shapes measured on Zen 3 (AVX2): the largest that keep accumulators in 16 registers.
   const bool quant = is_quantized(type);
   Blocking bl{};
@@ -184,8 +184,8 @@ Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem) {
   } else if (traits(type).block_size == kSuperBlock) {
     // K-quant tiles run their rows one after another: the widest tile shares each row's unpacked
     // quants and scales among the most b columns.
-    bl.rm = 4;
-    bl.rn = 4;
+    bl.rm = mm::kMaxRM;
+    bl.rn = wide ? mm::kWideRN : mm::kMaxRN;
   } else {
     bl.rm = 4;
     bl.rn = 3;
@@ -269,7 +269,8 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
   const double a_bytes_per_elem = a_direct ? static_cast<double>(traits(a.type).block_bytes) /
                                                  static_cast<double>(traits(a.type).block_size)
                                            : 4.0;
-  const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem);
+  const mm::TileFn wide = kt.wide[static_cast<int>(kind)];
+  const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem, wide != nullptr);
   const PreparedB pb = prepare_b(ctx, b, s, mm::activation_of(kind), kt);
 
   const int64_t m_chunks = (s.m + bl.mc - 1) / bl.mc;
@@ -322,7 +323,19 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
             t.last = k1 == s.k;
             t.dst = d + n0 * dst_stride + m0;
             t.dst_stride = dst_stride;
-            kt.tile[static_cast<int>(kind)][rm - 1][rn - 1](t);
+            if (rm == mm::kMaxRM && rn == mm::kWideRN) {
+              wide(t);
+              continue;
+            }
+            // Narrower than the wide tiles: columns kMaxRN at a time (each keeps its own acc part).
+            for (int c0 = 0; c0 < rn; c0 += mm::kMaxRN) {
+              const int cols = std::min(rn - c0, mm::kMaxRN);
+              mm::TileArgs part = t;
+              part.b = t.b + c0 * pb.nb1;
+              part.dst = t.dst + c0 * dst_stride;
+              part.acc = t.acc == nullptr ? nullptr : t.acc + static_cast<size_t>(rm * c0 * mm::kAccLanes);
+              kt.tile[static_cast<int>(kind)][rm - 1][cols - 1](part);
+            }
           }
         }
       }

@@ -267,9 +267,9 @@ TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const 
     for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
     const Scales s = scales_of(blk);
     __m256i isum[RN];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) isum[n] = _mm256_setzero_si256();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < 4; ++i) {
       __m256i u0, u1;
       chunk_pair(blk, i, u0, u1);
@@ -279,7 +279,7 @@ TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const 
         // maddubs wants the unsigned operand: a's sign moves onto b. Two int16 pair sums of
         // IQ4_XS could overflow, so each half gets its own madd.
         const __m256i a0 = _mm256_sign_epi8(p.first, p.first), a1 = _mm256_sign_epi8(p.second, p.second);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int n = 0; n < RN; ++n) {
           const int8_t* q = brow[n].qs + 256 * j + 64 * i;
           const __m256i q0 = _mm256_sign_epi8(load32(reinterpret_cast<const uint8_t*>(q)), p.first);
@@ -290,7 +290,7 @@ TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const 
         }
       } else {
         // Each int16 lane sums four products u * q of one chunk: at most 4 * 63 * 127 < 2^15.
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int n = 0; n < RN; ++n) {
           const int8_t* q = brow[n].qs + 256 * j + 64 * i;
           const __m256i x = _mm256_add_epi16(
@@ -302,7 +302,7 @@ TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const 
     }
     const __m256 d = _mm256_set1_ps(s.d);
     const __m256 dmin = _mm256_set1_ps(s.dmin);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) {
       const __m256 db = _mm256_broadcast_ss(brow[n].d + j);
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j));
@@ -321,16 +321,16 @@ template <class Block, int RM, int RN>
 TESSERA_AVX2 void tile_kquant(const TileArgs& t) {
   const int64_t j0 = t.k0 / 256, j1 = t.k1 / 256;
   Q8KRow brow[RN];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int n = 0; n < RN; ++n) brow[n] = q8k_row(t.b + n * t.b_stride, t.k);
   for (int m = 0; m < RM; ++m) {
     __m256 acc[RN];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int n = 0; n < RN; ++n)
       acc[n] = t.first ? _mm256_setzero_ps() : _mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes);
     row_kquant<Block, RN>(reinterpret_cast<const Block*>(t.a + m * t.a_stride), 4 * RM * t.a_stride, brow, j0,
                           j1, acc);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) {
       if (t.last)
         t.dst[n * t.dst_stride + m] = hsum(acc[n]);
@@ -437,6 +437,12 @@ void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
 
 void fill_kquant_avx2(KernelTable& t) {
   fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
+  t.wide[static_cast<int>(WeightKind::Q2_K)] = tile_kquant<BlockQ2_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::Q3_K)] = tile_kquant<BlockQ3_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::Q4_K)] = tile_kquant<BlockQ4_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::Q5_K)] = tile_kquant<BlockQ5_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::Q6_K)] = tile_kquant<BlockQ6_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::IQ4_XS)] = tile_kquant<BlockIQ4_XS, kMaxRM, kWideRN>;
   t.quantize_q8k_row = quantize_q8k_row;
   t.pair_q8k_row = pair_q8k_row;
 }
