@@ -2,6 +2,7 @@
 // Reports GFLOP/s (2*M*N*K per run) and the weight bytes streamed per second.
 #include <benchmark/benchmark.h>
 
+#include <ctime>
 #include <memory>
 #include <random>
 #include <vector>
@@ -20,6 +21,12 @@ constexpr int64_t kK = 4096, kM = 4096;
 constexpr DType kTypes[] = {DType::Q4_0, DType::Q8_0,   DType::F16,   DType::F32,  DType::Q4_K,
                             DType::Q6_K, DType::Q5_K,   DType::Q3_K,  DType::Q2_K, DType::Q4_1,
                             DType::Q5_0, DType::IQ4_NL, DType::IQ4_XS};
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 void fill_random(Tensor* t, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -66,5 +73,53 @@ void mul_mat_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_MulMat)->Apply(mul_mat_args)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Generation's case: matrix-vector products over more weights than the caches hold (about 96 MB of
+// [1024 x 2816] and [2816 x 1024] matrices, m250's feed-forward shapes), so the weights stream from
+// memory as they do once per token. GB/s of weights, to hold against BM_StreamRead (stream_bench.cpp);
+// weights_GB_per_cpu_s divides by the process's CPU time per thread instead (steadier on a loaded
+// machine; it counts the workers' waits too).
+// args: weight type index, threads
+void BM_MatVecFromMemory(benchmark::State& state) {
+  const DType type = kTypes[state.range(0)];
+  const int threads = static_cast<int>(state.range(1));
+  constexpr int64_t kDim = 1024, kFf = 2816;
+  constexpr double kTotalBytes = 96e6;
+  Context ctx(true);
+  Tensor* x = ctx.new_tensor(DType::F32, kDim);
+  Tensor* h = ctx.new_tensor(DType::F32, kFf);
+  fill_random(x, 2);
+  fill_random(h, 3);
+  std::vector<Tensor*> outs;
+  double bytes = 0.0;
+  for (int i = 0; bytes < kTotalBytes; ++i) {
+    Tensor* a = i % 2 == 0 ? ctx.new_tensor(type, kDim, kFf) : ctx.new_tensor(type, kFf, kDim);
+    fill_random(a, 10 + static_cast<uint32_t>(i));
+    outs.push_back(ops::mul_mat(ctx, a, i % 2 == 0 ? x : h));
+    bytes += static_cast<double>(a->nbytes());
+  }
+  Graph graph(outs);
+  cpu::CpuBackend backend(threads, cpu::KernelSet::Fast);
+  backend.compute(graph);  // warm up
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) {
+    backend.compute(graph);
+    benchmark::ClobberMemory();
+  }
+  const double cpu_seconds = process_cpu_seconds() - cpu0;
+  state.SetLabel(std::string(name(type)));
+  state.counters["weights_GB"] =
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weights_GB_per_cpu_s"] =
+      bytes * 1e-9 * static_cast<double>(state.iterations()) * threads / cpu_seconds;
+}
+
+void mat_vec_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "threads"});
+  for (int64_t threads : {1, 2})
+    for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) b->Args({t, threads});
+}
+
+BENCHMARK(BM_MatVecFromMemory)->Apply(mat_vec_args)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
