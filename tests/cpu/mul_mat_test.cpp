@@ -573,6 +573,65 @@ TEST(CpuMulMat, SimdQuantizationMatchesScalarAndQ8_0) {
   }
 }
 
+TEST(CpuMulMat, MatVecKernelsMatchTheTilesBitForBit) {
+  // The matrix-vector kernels (n == 1) promise each row the bits of the RN = 1 tile: every kind
+  // that has one, 1..kMatVecRows rows, K with whole and partial groups of eight blocks (and float
+  // tails), rows apart by more than their length.
+  const cpu::mm::KernelTable* simd = cpu::mm::avx2_kernels();
+  if (simd == nullptr) return;  // no AVX2: the scalar table has no matrix-vector kernels
+  const std::pair<cpu::mm::WeightKind, DType> kinds[] = {
+      {cpu::mm::WeightKind::F32, DType::F32},      {cpu::mm::WeightKind::F16, DType::F16},
+      {cpu::mm::WeightKind::BF16, DType::BF16},    {cpu::mm::WeightKind::Q4_0, DType::Q4_0},
+      {cpu::mm::WeightKind::Q8_0, DType::Q8_0},    {cpu::mm::WeightKind::Q4_1, DType::Q4_1},
+      {cpu::mm::WeightKind::Q5_0, DType::Q5_0},    {cpu::mm::WeightKind::Q5_1, DType::Q5_1},
+      {cpu::mm::WeightKind::IQ4_NL, DType::IQ4_NL}};
+  constexpr int kRows = cpu::mm::kMatVecRows;
+  for (const auto& [kind, type] : kinds) {
+    const bool quant = is_quantized(type);
+    const int kind_index = static_cast<int>(kind);
+    ASSERT_NE(simd->matvec[kind_index][kRows - 1], nullptr) << name(type);
+    for (int64_t k : {32, 96, 288, 1024, 2816, 67}) {
+      if (quant && k % 32 != 0) continue;
+      SCOPED_TRACE(std::string(name(type)) + " k " + std::to_string(k));
+      const size_t row_bytes = traits(type).block_bytes * static_cast<size_t>(k / traits(type).block_size);
+      const size_t stride = row_bytes + 64;
+      std::vector<char> a(stride * kRows);
+      for (int r = 0; r < kRows; ++r) {
+        const std::vector<float> w = test::random_values(k, static_cast<uint32_t>(100 + r));
+        from_f32_row(type, w.data(), a.data() + r * stride, k);
+      }
+      const std::vector<float> x = test::random_values(k, 7);
+      std::vector<char> b_mem(cpu::mm::q8_row_bytes(k) + 4 * static_cast<size_t>(k) + 64);
+      char* b = b_mem.data() + (64 - reinterpret_cast<uintptr_t>(b_mem.data()) % 64) % 64;
+      if (quant)
+        simd->quantize_q8_row(x.data(), b, k);
+      else
+        std::memcpy(b, x.data(), x.size() * sizeof(float));
+      auto args = [&](int row, float* dst) {
+        cpu::mm::TileArgs t;
+        t.a = a.data() + row * stride;
+        t.a_stride = stride;
+        t.b = b;
+        t.k = k;
+        t.k1 = k;
+        t.dst = dst;
+        return t;
+      };
+      std::vector<float> want(kRows);
+      for (int r = 0; r < kRows; ++r) simd->tile[kind_index][0][0](args(r, &want[static_cast<size_t>(r)]));
+      for (int rows = 1; rows <= kRows; ++rows) {
+        std::vector<float> got(kRows, -1.0f);
+        simd->matvec[kind_index][rows - 1](args(0, got.data()));
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), static_cast<size_t>(rows) * sizeof(float)))
+            << rows << " rows";
+        if (rows < kRows) {
+          EXPECT_EQ(got[static_cast<size_t>(rows)], -1.0f) << rows << " rows: wrote past them";
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuMulMat, Q8_1SumsForTheMinimumTypes) {
   // s = fp16(sum(q) * amax / 127): ggml's Q8_1 sum, which Q4_1/Q5_1's minimum multiplies.
   std::vector<float> x = test::random_values(32 * 4, 9);

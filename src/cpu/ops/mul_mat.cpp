@@ -3,8 +3,9 @@
 // Reference: each weight row converted to f32, dotted with b's row in double (for quantized weights b
 // goes through Q8_0 or Q8_K first, as ggml's CPU does). Fast: b is prepared once (Q8_0 or Q8_K
 // blocks for quantized weights, f32 rows otherwise) and tile kernels (mul_mat_kernels.h)
-// run over cache blocks of (weight rows x b columns x K). The block grid depends only on the shapes
-// and each output is computed by one kernel call chain, so results do not depend on thread counts.
+// run over cache blocks of (weight rows x b columns x K); for one b column (generation), matrix-vector
+// kernels take more weight rows per pass with each row's bits unchanged. Each output is computed by
+// one kernel call chain whatever the blocking, so results do not depend on thread counts.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -169,14 +170,14 @@ struct Blocking {
   int64_t kc, mc, nc;
 };
 
-Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bool wide) {
+Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bool wide, bool matvec) {
   // Tile shapes measured on Zen 3 (AVX2): the largest that keep accumulators in 16 registers.
   const bool quant = is_quantized(type);
   Blocking bl{};
   if (s.n == 1) {
-    // Matrix-vector: four weight rows (four accumulator chains) share each load of b; the
-    // weights stream through once, so K is not split.
-    bl.rm = 4;
+    // Matrix-vector: several weight rows (one accumulator chain each) share each load of b, up to
+    // kMatVecRows with a matrix-vector kernel; the weights stream through once, so K is not split.
+    bl.rm = matvec ? mm::kMatVecRows : 4;
     bl.rn = 1;
   } else if (type == DType::Q4_0) {
     bl.rm = 2;
@@ -270,7 +271,10 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
                                                  static_cast<double>(traits(a.type).block_size)
                                            : 4.0;
   const mm::TileFn wide = kt.wide[static_cast<int>(kind)];
-  const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem, wide != nullptr);
+  const mm::TileFn* matvec = s.n == 1 && kt.matvec[static_cast<int>(kind)][0] != nullptr
+                                 ? kt.matvec[static_cast<int>(kind)]
+                                 : nullptr;
+  const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem, wide != nullptr, matvec != nullptr);
   const PreparedB pb = prepare_b(ctx, b, s, mm::activation_of(kind), kt);
 
   const int64_t m_chunks = (s.m + bl.mc - 1) / bl.mc;
@@ -323,6 +327,10 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
             t.last = k1 == s.k;
             t.dst = d + n0 * dst_stride + m0;
             t.dst_stride = dst_stride;
+            if (matvec != nullptr) {
+              matvec[rm - 1](t);
+              continue;
+            }
             if (rm == mm::kMaxRM && rn == mm::kWideRN) {
               wide(t);
               continue;

@@ -24,6 +24,7 @@ namespace tessera::cpu::mm {
 inline constexpr int kMaxRM = 4;  // largest tile: kMaxRM weight rows x kMaxRN b columns
 inline constexpr int kMaxRN = 4;
 inline constexpr int kWideRN = 8;            // columns of the wide tiles (kMaxRM rows) some tables have
+inline constexpr int kMatVecRows = 8;        // most weight rows of a matrix-vector kernel (one b column)
 inline constexpr int kAccLanes = 8;          // floats of state per dot product
 inline constexpr int64_t kRangeAlign = 256;  // K ranges split at multiples of this (8 quant blocks)
 
@@ -71,6 +72,9 @@ struct KernelTable {
   // kMaxRM x kWideRN tiles, where sharing each weight row's unpacking among more columns pays
   // (nullptr: none for that kind).
   TileFn wide[kWeightKinds] = {};
+  // Matrix-vector kernels (one b column, K whole, no acc): matvec[kind][r - 1] does r weight rows in
+  // one pass, each row with exactly the bits of the RN = 1 tile. nullptr: the driver uses the tiles.
+  TileFn matvec[kWeightKinds][kMatVecRows] = {};
   // Quantizes k floats (k % 32 == 0) into a q8 row at dst (see above).
   void (*quantize_q8_row)(const float* src, char* dst, int64_t k) = nullptr;
   // Quantizes k floats (k % 256 == 0) into a q8k row at dst (see above).
