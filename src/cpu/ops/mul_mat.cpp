@@ -164,13 +164,15 @@ mm::WeightKind kind_of(DType type) {
 // past it; the weight panel (MC rows x KC) stays in L2 while the item's b columns pass over it.
 constexpr size_t kL1Panel = 16 * 1024;
 constexpr size_t kL2Panel = 256 * 1024;
+constexpr int64_t kMatVecChunksPerThread = 4;
 
 struct Blocking {
   int rm, rn;
   int64_t kc, mc, nc;
 };
 
-Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bool wide, bool matvec) {
+Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bool wide, bool matvec,
+                         bool a_direct, int threads) {
   // Tile shapes measured on Zen 3 (AVX2): the largest that keep accumulators in 16 registers.
   const bool quant = is_quantized(type);
   Blocking bl{};
@@ -202,6 +204,14 @@ Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bo
   const auto mc =
       static_cast<int64_t>(static_cast<double>(kL2Panel) / (static_cast<double>(bl.kc) * a_bytes_per_elem));
   bl.mc = std::clamp<int64_t>(mc / bl.rm * bl.rm, bl.rm, 256);
+  if (s.n == 1 && a_direct) {
+    // Matrix-vector: each weight is read once, so there is no panel to keep in L2. The rows go in
+    // equal chunks (whole passes), a few per thread, so the threads finish together however the pool
+    // hands them out (an FFN matrix of 2816 rows in 256-row chunks left one thread 6 and the other 5).
+    const int64_t parts = kMatVecChunksPerThread * std::max(threads, 1);
+    const int64_t rows = (s.m + parts - 1) / parts;
+    bl.mc = std::max<int64_t>(bl.rm, (rows + bl.rm - 1) / bl.rm * bl.rm);
+  }
   bl.nc = std::min<int64_t>(s.n, 64);
   return bl;
 }
@@ -274,7 +284,8 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
   const mm::TileFn* matvec = s.n == 1 && kt.matvec[static_cast<int>(kind)][0] != nullptr
                                  ? kt.matvec[static_cast<int>(kind)]
                                  : nullptr;
-  const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem, wide != nullptr, matvec != nullptr);
+  const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem, wide != nullptr, matvec != nullptr,
+                                      a_direct, ctx.n_threads);
   const PreparedB pb = prepare_b(ctx, b, s, mm::activation_of(kind), kt);
 
   const int64_t m_chunks = (s.m + bl.mc - 1) / bl.mc;
