@@ -5,7 +5,7 @@ other clients generate. Starts the server itself on 127.0.0.1 (a free port) and 
 
   bench/serve_bench.py [--cli build/release/tessera] [--model /work/bench-models/m250-q4_0.gguf] [-t N]
 """
-import argparse, http.client, json, random, re, subprocess, sys, threading, time
+import argparse, http.client, json, os, random, re, subprocess, sys, threading, time
 
 
 def post(port, body, stream=False):
@@ -19,6 +19,13 @@ def generate(port, prompt, n, out, i):
     j = json.loads(r.read())
     c.close()
     out[i] = j["usage"]["completion_tokens"]
+
+
+def cpu_seconds(pid):
+    # utime + stime of the server (all its threads): less sensitive to other load than wall time.
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def throughput(port, clients, n):
@@ -70,16 +77,19 @@ def main():
     threading.Thread(target=lambda: [None for _ in srv.stderr], daemon=True).start()  # drain the log
     try:
         throughput(port, 1, 8)  # warm-up
-        print("| clients | tokens | seconds | tokens/s | vs 1 client |")
-        print("| ---: | ---: | ---: | ---: | ---: |")
-        base = None
+        print("| clients | tokens | seconds | tokens/s | vs 1 client | server CPU ms/token | vs 1 client | load |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        base = base_cpu = None
         for clients in (1, 2, 4, 8):
+            c0 = cpu_seconds(srv.pid)
             tokens, dt = throughput(port, clients, a.n)
+            cpu_ms = 1000 * (cpu_seconds(srv.pid) - c0) / tokens
             tps = tokens / dt
-            base = base or tps
-            print("| %d | %d | %.1f | %.2f | %.2fx |" % (clients, tokens, dt, tps, tps / base), flush=True)
+            base, base_cpu = base or tps, base_cpu or cpu_ms
+            print("| %d | %d | %.1f | %.2f | %.2fx | %.1f | %.2fx | %s |" %
+                  (clients, tokens, dt, tps, tps / base, cpu_ms, base_cpu / cpu_ms, os.getloadavg()[0]), flush=True)
         t = ttft(port, 512, 3, a.n)
-        print("\nTTFT of a 512-token prompt while 3 clients generate: %.0f ms" % (1000 * t))
+        print("\nTTFT of a 512-token prompt while 3 clients generate: %.0f ms (load %.1f)" % (1000 * t, os.getloadavg()[0]))
     finally:
         srv.terminate()
         srv.wait(timeout=60)

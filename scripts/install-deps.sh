@@ -5,7 +5,7 @@ packages=(
   build-essential cmake ccache clang-format clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev libpcre2-dev nlohmann-json3-dev
   opencl-c-headers opencl-clhpp-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev clinfo
-  libcpp-httplib-dev nlohmann-json3-dev nodejs
+  libcpp-httplib-dev nlohmann-json3-dev nodejs chromium
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -20,9 +20,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The OpenAI SDK for the server test (tests/server/sdk), exactly as its lockfile pins it. At
-# install time only: the tests never reach the network.
-sdk="$(cd "$(dirname "$0")/.." && pwd)/tests/server/sdk"
-if [ ! -d "$sdk/node_modules/openai" ] || [ "$sdk/package-lock.json" -nt "$sdk/node_modules/.package-lock.json" ]; then
-  npm ci --prefix "$sdk" --no-audit --no-fund --silent
-fi
+# The npm packages of the server tests, exactly as their lockfiles pin them: the OpenAI SDK
+# (tests/server/sdk) and puppeteer-core, which drives the system chromium (tests/server/page; it
+# downloads no browser). At install time only: the tests never reach the network.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+for dir in "$root/tests/server/sdk" "$root/tests/server/page"; do
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    npm ci --prefix "$dir" --no-audit --no-fund --silent
+  fi
+done

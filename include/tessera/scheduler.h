@@ -58,6 +58,10 @@ class Scheduler {
   // node follows the device that produced one of its inputs; else the CPU. A node its chosen
   // backend does not support falls back to the CPU (listed in fallbacks()).
   void compute(const Graph& graph);
+  // Plans the graph as compute would (and keeps the plan) and grows the buffers to its needs,
+  // touching their memory, but runs nothing: reserving the largest graph up front keeps memory
+  // flat when later graphs vary.
+  void reserve(const Graph& graph);
   // The last computed graph's result for `node`, one of that graph's outputs (or a view of one):
   // a tensor whose memory holds the value until the next compute, readable with tensor_get.
   // A leaf is returned as it is. Throws Error for a tensor the last graph did not output.

@@ -22,7 +22,7 @@ struct ServerOptions {
   std::string api_key;             // non-empty: every route but /health needs "Authorization: Bearer <key>"
   std::string chat_template_file;  // empty: the model's tokenizer.chat_template
   size_t max_queue = 64;           // requests waiting for a slot; beyond, 503 at once
-  int timeout_s = 600;             // socket read/write timeout, and the longest a request may run
+  int timeout_s = 600;  // the longest a request may run (past it: cancelled, 408), and the socket timeout
   size_t max_body_bytes = size_t{1} << 20;  // larger bodies: 413
   int64_t prompt_chunk = 128;               // prompt tokens read per step, all slots together
   // One line per request (method, path, status, tokens, ms); unset: stderr.

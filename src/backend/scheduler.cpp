@@ -209,6 +209,19 @@ void Scheduler::compute(const Graph& graph) {
   run(*plan);
 }
 
+void Scheduler::reserve(const Graph& graph) {
+  current_ = nullptr;
+  describe(graph);
+  if (find_plan() == nullptr) {
+    plans_.insert(plans_.begin(), build_plan());
+    if (plans_.size() > kMaxPlans) plans_.pop_back();
+    ++plans_built_;
+  }
+  // Resident now rather than page by page as later graphs first reach further into the buffers.
+  for (Arena& a : arenas_)
+    if (a.buffer != nullptr && a.type->is_host()) a.buffer->clear(0);
+}
+
 std::unique_ptr<Scheduler::Plan> Scheduler::build_plan() {
   const Described& d = *now_;
   const auto& nodes = d.index.nodes();

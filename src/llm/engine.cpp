@@ -3,30 +3,11 @@
 #include "tessera/llm/engine.h"
 
 #include <algorithm>
-#include <string_view>
 
 #include "core/check.h"
 
 namespace tessera::llm {
 namespace {
-
-// Bytes at the end of `text` that begin a UTF-8 sequence not yet complete.
-size_t incomplete_utf8_tail(std::string_view text) {
-  const size_t n = text.size();
-  for (size_t back = 1; back <= std::min<size_t>(3, n); ++back) {
-    const auto c = static_cast<unsigned char>(text[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    size_t len = 1;
-    if ((c & 0xE0) == 0xC0)
-      len = 2;
-    else if ((c & 0xF0) == 0xE0)
-      len = 3;
-    else if ((c & 0xF8) == 0xF0)
-      len = 4;
-    return len > back ? back : 0;
-  }
-  return 0;
-}
 
 // The longest suffix of `text` (from `from`) that is a proper prefix of a stop string: it may
 // still become a stop, so it is held back.
@@ -120,6 +101,9 @@ Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& opti
   // One step is one micro-batch: every slot's token plus the prompt chunk.
   so.n_batch = n_slots + options.prompt_chunk;
   session_ = std::make_unique<Session>(model, so);
+  // The worst step up front (each slot gives at most one logits row a step): memory stays flat
+  // however the batches mix later.
+  session_->reserve(n_slots);
   slots_.resize(static_cast<size_t>(n_slots));
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].seq = static_cast<SeqId>(i);
   stats_.kv_cells = session_->n_ctx();
@@ -233,6 +217,7 @@ void Engine::admit(std::unique_lock<std::mutex>&) {
     s.held.resize(reuse);
     s.fed = reuse;
     s.next = kNoToken;
+    s.streamer.emplace(vocab_);
     s.text.clear();
     s.emitted = 0;
     s.generated = 0;
@@ -263,15 +248,15 @@ void Engine::release(Slot& slot, FinishReason reason, const std::string& error) 
   slot.job->finish(reason, error);
   slot.job.reset();
   slot.sampler.reset();
+  slot.streamer.reset();
   slot.next = kNoToken;
 }
 
 void Engine::emit(Slot& slot, bool final) {
   size_t end = slot.text.size();
-  if (!final) {
-    end -= stop_prefix_tail(slot.text, slot.emitted, slot.job->params_.stop);
-    end -= incomplete_utf8_tail(std::string_view(slot.text).substr(0, end));
-  }
+  // The text ends on a character (the streamer holds incomplete UTF-8), and a stop string starts
+  // on one, so holding back a stop's prefix never splits a character either.
+  if (!final) end -= stop_prefix_tail(slot.text, slot.emitted, slot.job->params_.stop);
   if (end > slot.emitted) {
     slot.job->push(slot.text.substr(slot.emitted, end - slot.emitted));
     slot.emitted = end;
@@ -281,6 +266,7 @@ void Engine::emit(Slot& slot, bool final) {
 bool Engine::accept_token(Slot& slot, Token token) {
   const GenerationParams& p = slot.job->params_;
   if (p.stop_at_eos && vocab_.is_end_of_generation(token)) {
+    slot.text += slot.streamer->finish();
     emit(slot, true);
     release(slot, FinishReason::Stop);
     return true;
@@ -291,7 +277,7 @@ bool Engine::accept_token(Slot& slot, Token token) {
     slot.job->state_.completion_tokens = slot.generated;
   }
   const size_t from = slot.emitted;
-  slot.text += vocab_.token_to_piece(token);
+  slot.text += slot.streamer->push(token);
   // A stop string cannot start before `from`: emit() holds back any tail that could begin one.
   size_t stop_at = std::string::npos;
   for (const std::string& s : p.stop) stop_at = std::min(stop_at, slot.text.find(s, from));
@@ -302,6 +288,7 @@ bool Engine::accept_token(Slot& slot, Token token) {
     return true;
   }
   if (slot.generated >= p.max_tokens || static_cast<int64_t>(slot.held.size()) >= slot_ctx_) {
+    slot.text += slot.streamer->finish();
     emit(slot, true);
     release(slot, FinishReason::Length);
     return true;
@@ -372,6 +359,7 @@ void Engine::step() {
     stats_.prompt_tokens += n_prompt;
     stats_.generated_tokens += rows.size();  // each output row samples one token
     stats_.decode_seconds += seconds;
+    stats_.activation_bytes = session_->activation_bytes();
     stats_.kv_cells_used = session_->cache().used();
   }
   const size_t n_vocab = logits->size() / std::max<size_t>(rows.size(), 1);

@@ -147,6 +147,27 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
   tensor_get(scheduler_->result(*logits), out.data(), 0, out.size() * sizeof(float));
 }
 
+void Session::reserve(int64_t n_outputs) {
+  if (cache_->used() != 0) raise(ErrorCode::InvalidArgument, "reserve: the KV cache is in use");
+  Context ctx;
+  Graph graph;
+  GraphBuild b{ctx, graph, model_, *cache_};
+  b.n_tokens = std::min(options_.n_batch, cache_->size());
+  b.n_kv = cache_->size();
+  b.runs.push_back({0, 0, b.n_tokens});  // nothing runs: the cache is not written
+  n_outputs = std::clamp<int64_t>(n_outputs, 1, b.n_tokens);
+  for (int64_t t = b.n_tokens - n_outputs; t < b.n_tokens; ++t) b.out_rows.push_back(static_cast<int32_t>(t));
+  b.tokens = new_input(ctx, b.n_tokens, "inp_tokens");
+  b.positions = new_input(ctx, b.n_tokens, "inp_pos");
+  graph.expand(arch_.build(b));
+  std::vector<Tensor*> inputs{b.tokens, b.positions};
+  if (b.out_ids != nullptr) inputs.push_back(b.out_ids);
+  for (const auto& [window, mask] : b.masks) inputs.push_back(mask);
+  place_inputs(inputs);
+  input_buffer_->clear(0);  // resident now, like the scheduler's buffers
+  scheduler_->reserve(graph);
+}
+
 void Session::apply_k_shift() {
   Context ctx;
   Graph graph;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -206,7 +207,17 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
                 {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
   };
   auto watch = std::make_shared<ClientWatch>(req.remote_addr, req.remote_port, req.local_port);
-  constexpr auto kPoll = std::chrono::milliseconds(100);
+  static constexpr auto kPoll = std::chrono::milliseconds(100);
+  // --timeout bounds the whole request (waiting for a slot included), not only each socket read.
+  const Clock::time_point deadline = t_log.start + std::chrono::seconds(opt.timeout_s);
+  const ApiError timed_out{
+      408, fmt::format("the request ran past the server's timeout of {} s (--timeout)", opt.timeout_s),
+      "timeout_error", "request_timeout"};
+  // Each wait for the engine ends by the deadline.
+  auto poll_wait = [deadline] {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::clamp(left, std::chrono::milliseconds(0), kPoll);
+  };
 
   if (!g.stream) {
     llm::GenerationUpdate u;
@@ -217,7 +228,12 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
         job->wait();
         fail(499, "the client closed the connection", "cancelled");
       }
-      u = job->poll(kPoll);
+      if (Clock::now() >= deadline) {
+        job->cancel();
+        t_log.tokens = job->wait().completion_tokens;
+        throw timed_out;
+      }
+      u = job->poll(poll_wait());
       text += u.text;
     } while (!u.done);
     t_log.tokens = u.prompt_tokens + u.completion_tokens;
@@ -274,7 +290,18 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
           job->cancel();
           return false;
         }
-        const llm::GenerationUpdate u = job->poll(kPoll);
+        if (Clock::now() >= deadline) {
+          // The stream ends cleanly: an error event in OpenAI's shape, then [DONE].
+          job->cancel();
+          t_log.tokens = job->wait().completion_tokens;
+          state->finished = true;
+          send(error_body(timed_out));
+          const std::string done = "data: [DONE]\n\n";
+          sink.write(done.data(), done.size());
+          sink.done();
+          return true;
+        }
+        const llm::GenerationUpdate u = job->poll(poll_wait());
         if (!u.text.empty() && !send(chunk(u.text, nullptr))) {
           job->cancel();
           return false;
@@ -326,6 +353,7 @@ std::string Server::Impl::metrics_text() {
   metric("tessera_prompt_tokens_total", "counter", "Prompt tokens decoded (reused prefixes not counted).",
          s.prompt_tokens);
   metric("tessera_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+  metric("tessera_decode_steps_total", "counter", "Batches decoded (one per engine step).", s.steps);
   metric("tessera_tokens_per_second", "gauge", "Tokens decoded per second of decode time, since the start.",
          s.decode_seconds > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.decode_seconds
                               : 0.0);
@@ -334,6 +362,8 @@ std::string Server::Impl::metrics_text() {
   metric("tessera_queue_depth", "gauge", "Requests waiting for a slot.", s.queue_depth);
   metric("tessera_kv_cells_used", "gauge", "KV cache cells holding a sequence.", s.kv_cells_used);
   metric("tessera_kv_cells", "gauge", "KV cache cells in all.", s.kv_cells);
+  metric("tessera_activation_bytes", "gauge", "Memory for intermediates, grown to the largest step so far.",
+         s.activation_bytes);
   return out;
 }
 

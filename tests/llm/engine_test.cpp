@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "tessera/error.h"
@@ -98,6 +99,69 @@ TEST_F(EngineTest, StreamedPiecesConcatenateToTheText) {
   }
   EXPECT_EQ(streamed, reference("Once upon a time", 30));
   EXPECT_GT(polls_with_text, 1);  // text arrives as it is generated, not at the end only
+}
+
+// Offsets of `text` that fall inside a well-formed multi-byte UTF-8 character (after its lead
+// byte): a streamed piece must never end there. Checked by hand-decoding, independently of
+// TokenStreamer.
+std::vector<bool> inside_a_character(const std::string& text) {
+  std::vector<bool> inside(text.size() + 1, false);
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 1;
+    bool whole = i + n <= text.size();
+    for (size_t k = 1; whole && k < n; ++k) whole = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (n > 1 && whole) {
+      for (size_t k = 1; k < n; ++k) inside[i + k] = true;
+      i += n;
+    } else {
+      ++i;
+    }
+  }
+  return inside;
+}
+
+TEST_F(EngineTest, StreamedPiecesNeverSplitACharacter) {
+  // Hot sampling draws stories260K's byte tokens (<0xE2>, <0x82>, ...): pieces that end inside a
+  // character. Each text update handed out must end on a character boundary.
+  Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 2048});
+  GenerationParams p;
+  p.sampling.temperature = 100.0f;  // nearly uniform: about one token pair in 140 is a 2-byte character
+  p.sampling.top_k = 0;  // every token may be drawn
+  p.sampling.top_p = 1.0f;
+  p.sampling.min_p = 0.0f;
+  p.sampling.seed = 11;
+  p.max_tokens = 1000;
+  p.stop_at_eos = false;
+  auto job = engine.submit(encode("Once upon a time"), p);
+  std::string text;
+  std::vector<size_t> ends;
+  GenerationUpdate u;
+  do {
+    u = job->poll(std::chrono::milliseconds(1));
+    if (!u.text.empty()) ends.push_back((text += u.text).size());
+  } while (!u.done);
+  ASSERT_EQ(u.finish, FinishReason::Length);
+  const std::vector<bool> inside = inside_a_character(text);
+  const size_t multibyte = static_cast<size_t>(std::count(inside.begin(), inside.end(), true));
+  ASSERT_GE(multibyte, 3u) << "the sample holds too few multi-byte characters: the test proves nothing";
+  for (size_t end : ends) EXPECT_FALSE(inside[end]) << "a piece ends inside a character at byte " << end;
+}
+
+TEST_F(EngineTest, PromptChunkBoundsThePromptTokensReadPerStep) {
+  std::vector<Token> prompt = encode(
+      "Once upon a time there was a little girl named Lily. She loved to play "
+      "outside in the park. One day, she saw a big, red ball and ran after it");
+  ASSERT_GE(prompt.size(), 40u);
+  prompt.resize(40);
+  for (const auto& [chunk, steps] : std::vector<std::pair<int64_t, uint64_t>>{{8, 5}, {16, 3}, {128, 1}}) {
+    Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 256, .prompt_chunk = chunk});
+    // One token: the step that reads the prompt's last chunk samples it, and the generation ends.
+    const auto r = engine.submit(prompt, greedy(1))->wait();
+    EXPECT_EQ(r.completion_tokens, 1);
+    EXPECT_EQ(engine.stats().steps, steps) << "chunk " << chunk;
+    EXPECT_EQ(engine.stats().prompt_tokens, 40u);
+  }
 }
 
 TEST_F(EngineTest, StopStringsAcrossTokensEndTheTextAndAreNotEmitted) {

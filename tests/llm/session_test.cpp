@@ -271,3 +271,39 @@ TEST(SessionDevice, ShiftAndSequencesWorkWithTheCacheOnOpenCL0) {
   const std::vector<float> on_cpu = run(*cpu_model), on_device = run(*dev_model);
   EXPECT_LT(max_abs_diff(on_cpu, on_device), kTol);
 }
+
+TEST_F(SessionTest, ReserveCoversEveryLaterDecodeAndChangesNoLogits) {
+  SessionOptions o;
+  o.n_ctx = 256;
+  o.n_batch = 32;
+  Session fresh(*model_, o);
+  Session reserved(*model_, o);
+  reserved.reserve(4);
+  EXPECT_EQ(reserved.cache().used(), 0);
+  const size_t bytes = reserved.activation_bytes();
+  EXPECT_GT(bytes, 0u);
+  // Sequences join and grow the cache to nearly full, in batches of every size up to n_batch and
+  // up to 4 logits rows: none needs more memory than the reservation, and the logits are a
+  // fresh session's.
+  const std::vector<Token> story = encode(
+      "Once upon a time there was a little girl named Lily. She loved to play outside in the park. One "
+      "day, she saw a big, red ball. She ran to get it and kicked it high in the sky.");
+  ASSERT_GE(story.size(), 40u);
+  std::vector<Pos> next(4, 0);
+  int64_t batch_size = 1;
+  while (reserved.cache().used() + 32 <= 250) {
+    Batch b;
+    for (SeqId s = 0; s < 4 && static_cast<int64_t>(b.size()) < batch_size; ++s) {
+      const int64_t n = std::min<int64_t>(batch_size - static_cast<int64_t>(b.size()), 1 + s * 3);
+      for (int64_t i = 0; i < n; ++i, ++next[s])
+        b.add(story[static_cast<size_t>(next[s]) % story.size()], next[s], s, i + 1 == n);
+    }
+    const std::vector<float> want = fresh.decode(b);
+    const std::vector<float> got = reserved.decode(b);
+    ASSERT_EQ(got, want) << "batch of " << b.size();
+    EXPECT_EQ(reserved.activation_bytes(), bytes)
+        << "after a batch of " << b.size() << " at " << reserved.cache().used() << " cells";
+    batch_size = batch_size % 32 + 7;
+  }
+  EXPECT_GT(fresh.activation_bytes(), 0u);
+}

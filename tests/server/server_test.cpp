@@ -9,6 +9,7 @@
 #include <atomic>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "tessera/error.h"
@@ -234,6 +235,10 @@ TEST(Server, BadRequestsAreOpenAIErrorsAndTheServerKeepsServing) {
   expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"stop", json::array({1})}}), 400,
                "invalid_type");
   expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"top_p", 2.0}}), 422, "invalid_value");
+  expect_error(s.post("/v1/completions", {{"prompt", "Hi"}, {"n", 2}}), 422, "invalid_value");
+  expect_error(s.post("/v1/chat/completions",
+                      {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"n", 3}}),
+               422, "invalid_value");
   expect_error(s.post("/v1/completions", {{"prompt", json::array({1, 99999})}}), 400, "invalid_value");
   std::string long_prompt;
   for (int i = 0; i < 300; ++i) long_prompt += " cat";
@@ -242,7 +247,9 @@ TEST(Server, BadRequestsAreOpenAIErrorsAndTheServerKeepsServing) {
   expect_error(s.client().Get("/v1/nothing"), 404, "not_found");
   expect_error(s.post("/v1/chat/completions", {{"max_tokens", 5}}), 400, "missing_messages");
   expect_error(s.post("/v1/chat/completions", {{"messages", "hi"}}), 400, "invalid_type");
-  auto ok = s.post("/v1/completions", greedy("Once upon a time", 5));
+  json one_choice = greedy("Once upon a time", 5);
+  one_choice["n"] = 1;
+  auto ok = s.post("/v1/completions", one_choice);
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
 }
@@ -347,6 +354,64 @@ TEST(Server, AClientThatGivesUpOnAPlainRequestCancelsIt) {
   const size_t at = metrics.find("\ntessera_generated_tokens_total ");
   ASSERT_NE(at, std::string::npos);
   EXPECT_LT(std::stoi(metrics.substr(at + 32)), 2000) << metrics;
+}
+
+TEST(Server, TimeoutBoundsTheWholeRequestAndCancelsIt) {
+  // One slot and 16000 tokens to generate, far more than a second allows: one request generates,
+  // the other waits for the slot, and both end at the one-second timeout.
+  TestServer s([](server::ServerOptions& o) {
+    o.n_ctx = 16384;
+    o.timeout_s = 1;
+  });
+  constexpr int kLong = 16000;
+  json body = greedy("Once upon a time", kLong);
+  body["ignore_eos"] = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<httplib::Result> plain;
+  std::thread generating([&] { plain.emplace(s.post("/v1/completions", body)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the plain request takes the slot
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  auto streamed = s.post("/v1/completions", streamed_body);  // queued behind it
+  generating.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(seconds, 0.9);
+  EXPECT_LT(seconds, 10.0);
+  ASSERT_TRUE(plain);
+  expect_error(*plain, 408, "request_timeout");
+  // The stream had begun (200): it ends cleanly with an error event in OpenAI's shape, then [DONE].
+  ASSERT_TRUE(streamed);
+  EXPECT_EQ(streamed->status, 200);
+  const auto events = sse_events(streamed->body);
+  ASSERT_GE(events.size(), 2u) << streamed->body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  const json error = json::parse(events[events.size() - 2]);
+  EXPECT_EQ(error["error"]["code"], "request_timeout") << streamed->body;
+  // Both were cancelled, not run on: the slot is free, its cells too, and it serves at once.
+  auto m = s.client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("tessera_active_slots 0\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("tessera_kv_cells_used 0\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("tessera_queue_depth 0\n"), std::string::npos) << m->body;
+  const size_t at = m->body.find("\ntessera_generated_tokens_total ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LT(std::stoi(m->body.substr(at + 32)), kLong) << m->body;
+  auto ok = s.post("/v1/completions", greedy("Once upon a time", 5));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+TEST(Server, PromptChunkSetsThePromptTokensReadPerStep) {
+  TestServer s([](server::ServerOptions& o) { o.prompt_chunk = 8; });
+  json ids = json::array({1});
+  for (int i = 0; i < 39; ++i) ids.push_back(300 + i);
+  auto r = s.post("/v1/completions", {{"prompt", ids}, {"max_tokens", 1}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto m = s.client().Get("/metrics");
+  ASSERT_TRUE(m);
+  // 40 prompt tokens, 8 a step: 5 steps, the last of which samples the one token.
+  EXPECT_NE(m->body.find("\ntessera_decode_steps_total 5\n"), std::string::npos) << m->body;
 }
 
 TEST(Server, TokenizeDetokenizeModelsAndMetrics) {

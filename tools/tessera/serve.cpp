@@ -50,7 +50,13 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template (default: the model's)");
   cmd->add_option("--max-queue", o->max_queue, "requests that may wait for a slot (beyond: 503)");
-  cmd->add_option("--timeout", o->timeout_s, "socket read/write timeout in seconds")
+  cmd->add_option("--timeout", o->timeout_s,
+                  "seconds a request may run, waiting for a slot included (past it: cancelled, 408); "
+                  "also the socket read/write timeout")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-chunk", o->prompt_chunk,
+                  "prompt tokens read per step, all slots together (smaller: steadier generation "
+                  "while long prompts are read; larger: faster prompts)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-body", o->max_body_bytes, "largest request body in bytes (beyond: 413)");
   cmd->callback([o] { serve(*o); });

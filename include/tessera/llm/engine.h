@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
+#include "tessera/llm/token_streamer.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::llm {
@@ -89,6 +91,7 @@ struct EngineStats {
   uint64_t generated_tokens = 0;  // tokens sampled
   uint64_t steps = 0;
   double decode_seconds = 0.0;  // time spent in decode
+  size_t activation_bytes = 0;  // intermediates and inputs the session holds (grows to the largest step)
 };
 
 class Engine {
@@ -116,10 +119,11 @@ class Engine {
     std::vector<Token> held;  // the tokens this sequence holds in the cache, positions 0..
     std::shared_ptr<Generation> job;
     std::unique_ptr<Sampler> sampler;
-    size_t fed = 0;         // prompt tokens in the cache
-    Token next = kNoToken;  // sampled, to be decoded at the next step (generating when set)
-    std::string text;       // everything generated so far
-    size_t emitted = 0;     // bytes of text handed to the job
+    std::optional<TokenStreamer> streamer;  // holds a piece's incomplete UTF-8 until it completes
+    size_t fed = 0;                         // prompt tokens in the cache
+    Token next = kNoToken;                  // sampled, to be decoded at the next step (generating when set)
+    std::string text;                       // everything generated so far
+    size_t emitted = 0;                     // bytes of text handed to the job
     int generated = 0;
   };
 

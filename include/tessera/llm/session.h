@@ -45,6 +45,12 @@ class Session {
   // token ([n_tokens][n_vocab]) when all_logits is set.
   const std::vector<float>& decode(std::span<const int32_t> tokens, bool all_logits = false);
 
+  // Plans (without running it) the largest graph a decode can build: n_batch tokens (at most the
+  // cache) attending to every cell, `n_outputs` of them giving logits. The memory for intermediates
+  // and inputs is allocated and touched up front, and later decodes (whatever their mix) need no
+  // more, so a long-running server's memory stays flat. The cache must be empty; it stays empty.
+  void reserve(int64_t n_outputs);
+
   KvCache& cache() noexcept { return *cache_; }
   const KvCache& cache() const noexcept { return *cache_; }
   int64_t n_past() const { return cache_->seq_pos_max(0) + 1; }  // sequence 0's next position

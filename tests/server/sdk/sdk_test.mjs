@@ -11,7 +11,7 @@ const KEY = "sdk-test-key";
 const LILY = ", there was a little girl named Lily. She loved to play outside in the park.";
 
 const server = spawn(cli, ["serve", "-m", model, "--port", "0", "-np", "4", "-c", "1024", "-t", "2",
-                           "--api-key", KEY, "--chat-template-file", template],
+                           "--api-key", KEY, "--chat-template-file", template, "--batch-chunk", "8"],
                      { stdio: ["ignore", "ignore", "pipe"] });
 let stderr = "";
 const port = await new Promise((resolve, reject) => {
@@ -47,6 +47,21 @@ async function collect(stream) {
   }
   return { text, finish, chunks };
 }
+
+const metric = async (name) => {
+  const m = await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { Authorization: `Bearer ${KEY}` } })).text();
+  return Number(m.match(new RegExp(`\n${name} (\\d+)\n`))[1]);
+};
+
+await test("--batch-chunk sets the prompt tokens read per step", async () => {
+  const before = await metric("tessera_decode_steps_total");
+  const prompt = [1, ...Array.from({ length: 39 }, (_, i) => 300 + i)];
+  const r = await client.completions.create({ model: "stories", prompt, max_tokens: 1, temperature: 0 });
+  assert.equal(r.usage.prompt_tokens, 40);
+  assert.equal(r.usage.completion_tokens, 1);
+  // 40 tokens, 8 a step: 5 steps, the last of which samples the one token.
+  assert.equal(await metric("tessera_decode_steps_total") - before, 5);
+});
 
 await test("chat without streaming", async () => {
   const r = await client.chat.completions.create({ model: "stories", messages: user("Once upon a time"),
