@@ -82,7 +82,9 @@ await test("chat with streaming gives the same text", async () => {
   const { text, finish, chunks } = await collect(s);
   assert.equal(text, plain.choices[0].message.content);
   assert.equal(finish, "length");
-  assert.ok(chunks > 10, `only ${chunks} chunks`);
+  // Streamed: the text comes in several chunks (how many depends on generation speed: pieces made
+  // while the handler writes one go out together; 9 of 30 under load, fewer on a fast machine).
+  assert.ok(chunks >= 4, `only ${chunks} chunks`);
 });
 
 await test("completions", async () => {
