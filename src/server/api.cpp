@@ -1,6 +1,8 @@
 // Request parsing and validation for the OpenAI endpoints.
 #include "server/api.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <random>
 
@@ -135,6 +137,40 @@ GenerationRequest parse_generation(const json& body, bool chat) {
     r.include_usage = get_bool(*so, "include_usage").value_or(false);
   }
   return r;
+}
+
+std::vector<llm::Token> prompt_tokens(const json& body, const llm::Vocab& vocab) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) fail(400, "'prompt' is required", "missing_prompt");
+  const json& p = *it;
+  std::vector<llm::Token> tokens;
+  if (p.is_string() || (p.is_array() && p.size() == 1 && p[0].is_string())) {
+    const std::string text = p.is_string() ? p.get<std::string>() : p[0].get<std::string>();
+    if (text.empty()) fail(400, "'prompt' is empty", "empty_prompt");
+    tokens = vocab.encode(text, /*add_special=*/true);
+  } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+    const auto n_vocab = static_cast<int64_t>(vocab.size());
+    for (const json& t : p) {
+      if (!t.is_number_integer()) fail(400, "'prompt' token ids must be integers", "invalid_type");
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= n_vocab)
+        fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", id, n_vocab), "invalid_value");
+      tokens.push_back(static_cast<llm::Token>(id));
+    }
+  } else if (p.is_array() && p.empty()) {
+    fail(400, "'prompt' is empty", "empty_prompt");
+  } else {
+    fail(400, "'prompt' must be a string, an array of one string, or an array of token ids", "invalid_type");
+  }
+  return tokens;
+}
+
+const json& chat_messages(const json& body) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) fail(400, "'messages' is required", "missing_messages");
+  if (!it->is_array()) fail(400, "'messages' must be an array", "invalid_type");
+  if (it->empty()) fail(400, "'messages' is empty", "empty_messages");
+  return *it;
 }
 
 }  // namespace tessera::server

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessera/llm/engine.h"
+#include "tessera/llm/vocab.h"
 
 namespace tessera::server {
 
@@ -35,6 +36,13 @@ struct GenerationRequest {
 // stream, stream_options, n.
 // Wrong types are 400, values out of range 422.
 GenerationRequest parse_generation(const nlohmann::json& body, bool chat);
+
+// /v1/completions' prompt: a string (tokenized with BOS as the vocabulary asks, special tokens
+// not parsed), an array of one string, or an array of token ids inside the vocabulary; else a 400.
+std::vector<llm::Token> prompt_tokens(const nlohmann::json& body, const llm::Vocab& vocab);
+// /v1/chat/completions' messages: a non-empty array (its elements are the chat template's to
+// judge), else a 400.
+const nlohmann::json& chat_messages(const nlohmann::json& body);
 
 // Typed accessors: nullopt when the member is absent or null, 400 naming it when of another type.
 std::optional<std::string> get_string(const nlohmann::json& body, const char* key);

@@ -108,7 +108,6 @@ struct Server::Impl {
     };
   }
 
-  std::vector<llm::Token> prompt_tokens(const json& body);
   void generate(const httplib::Request& req, httplib::Response& res, std::vector<llm::Token> prompt,
                 const GenerationRequest& g, bool chat_api);
   std::string metrics_text();
@@ -154,32 +153,6 @@ void Server::Impl::log_request(const httplib::Request& req, const httplib::Respo
     opt.log(line);
   else
     std::fprintf(stderr, "%s\n", line.c_str());
-}
-
-std::vector<llm::Token> Server::Impl::prompt_tokens(const json& body) {
-  auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) fail(400, "'prompt' is required", "missing_prompt");
-  const json& p = *it;
-  std::vector<llm::Token> tokens;
-  if (p.is_string() || (p.is_array() && p.size() == 1 && p[0].is_string())) {
-    const std::string text = p.is_string() ? p.get<std::string>() : p[0].get<std::string>();
-    if (text.empty()) fail(400, "'prompt' is empty", "empty_prompt");
-    tokens = vocab->encode(text, /*add_special=*/true);
-  } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
-    const auto n_vocab = static_cast<int64_t>(vocab->size());
-    for (const json& t : p) {
-      if (!t.is_number_integer()) fail(400, "'prompt' token ids must be integers", "invalid_type");
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id >= n_vocab)
-        fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", id, n_vocab), "invalid_value");
-      tokens.push_back(static_cast<llm::Token>(id));
-    }
-  } else if (p.is_array() && p.empty()) {
-    fail(400, "'prompt' is empty", "empty_prompt");
-  } else {
-    fail(400, "'prompt' must be a string, an array of one string, or an array of token ids", "invalid_type");
-  }
-  return tokens;
 }
 
 void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
@@ -434,17 +407,13 @@ void Server::Impl::install_routes() {
   http.Post("/v1/completions", with_model([this](const httplib::Request& req, httplib::Response& res) {
               const json body = parse_body(req.body);
               GenerationRequest g = parse_generation(body, false);
-              std::vector<llm::Token> prompt = prompt_tokens(body);
+              std::vector<llm::Token> prompt = prompt_tokens(body, *vocab);
               generate(req, res, std::move(prompt), g, false);
             }));
   http.Post("/v1/chat/completions", with_model([this](const httplib::Request& req, httplib::Response& res) {
               const json body = parse_body(req.body);
               GenerationRequest g = parse_generation(body, true);
-              auto it = body.find("messages");
-              if (it == body.end() || it->is_null()) fail(400, "'messages' is required", "missing_messages");
-              if (!it->is_array()) fail(400, "'messages' must be an array", "invalid_type");
-              if (it->empty()) fail(400, "'messages' is empty", "empty_messages");
-              std::vector<llm::Token> prompt = chat->prompt(*it);
+              std::vector<llm::Token> prompt = chat->prompt(chat_messages(body));
               generate(req, res, std::move(prompt), g, true);
             }));
   http.Post("/tokenize", with_model([this](const httplib::Request& req, httplib::Response& res) {
