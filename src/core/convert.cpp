@@ -6,6 +6,7 @@
 #include "core/simd.h"
 
 #if TESSERA_HAVE_X86
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -29,7 +30,10 @@ bool cpu_has_avx2_f16c() noexcept {
 #if TESSERA_HAVE_X86
   static const bool ok = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    if (!__builtin_cpu_supports("avx2")) return false;
+    // F16C from CPUID: clang's __builtin_cpu_supports has no "f16c" (the fuzzers build with clang).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   }();
   return ok;
 #else
