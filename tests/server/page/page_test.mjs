@@ -1,7 +1,7 @@
 // The chat page of `tessera serve` in Debian's headless Chromium, driven by puppeteer-core (no
 // browser download: it launches the system chromium). Loads `/`, types a message, checks that the
-// reply streams in (the bubble grows over several updates, each a prefix of the final text) and
-// ends without an error, and keeps a screenshot.
+// page asks for a stream of Server-Sent Events and shows the reply as it comes (each state of the
+// bubble a prefix of the final text) until it ends without an error, and keeps a screenshot.
 // Usage: node page_test.mjs TESSERA_CLI MODEL TEMPLATE CHROMIUM SCREENSHOT.png
 // Binds 127.0.0.1 on a free port, bounds everything in time, stops the server and the browser itself.
 import { spawn } from "node:child_process";
@@ -75,8 +75,14 @@ try {
   await page.waitForFunction(() => document.getElementById("model").textContent !== "", { timeout: 30000 });
   assert.equal(await page.$eval("#model", (e) => e.textContent), "stories260K.gguf");
 
+  // The page asks for a stream and reads Server-Sent Events.
+  const chat = page.waitForResponse((r) => r.url().endsWith("/v1/chat/completions"), { timeout: 30000 });
   await page.type("#input", "Once upon a time");
   await page.keyboard.press("Enter");
+  const chatResponse = await chat;
+  assert.equal(JSON.parse(chatResponse.request().postData()).stream, true);
+  assert.equal(chatResponse.status(), 200);
+  assert.match(chatResponse.headers()["content-type"], /^text\/event-stream/);
   await page.waitForSelector(".msg.user", { timeout: 10000 });
   assert.equal(await page.$eval(".msg.user", (e) => e.textContent), "Once upon a time");
   // The reply ends (the page marks it done) or fails (an error bubble).
@@ -91,9 +97,10 @@ try {
   assert.equal(state.cls, "msg assistant", `the reply failed: ${state.text}`);
   assert.ok(state.text.length > 20, `the reply is too short: '${state.text}'`);
   assert.equal(state.input, "", "the input is cleared after sending");
-  // Streamed: the bubble showed the reply growing, each step a prefix of the final text.
+  // The bubble showed the reply as it came, each state a prefix of the final text (how many
+  // states depends on how the events meet the network reads: a short reply may come in one).
   const shown = state.replies.filter((t) => t.length > 0);
-  assert.ok(shown.length >= 3, `the reply arrived in ${shown.length} update(s), not streamed: ${JSON.stringify(shown)}`);
+  assert.ok(shown.length >= 1, "the reply never showed");
   for (const t of shown) assert.ok(state.text.startsWith(t), `'${t}' is not a prefix of the reply '${state.text}'`);
   assert.equal(shown[shown.length - 1], state.text);
   assert.deepEqual(pageErrors, []);
