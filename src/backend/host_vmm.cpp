@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -43,21 +44,30 @@ void host_decommit(void* addr, size_t size) noexcept {
 HostScratchArena::HostScratchArena(size_t max_size) : max_size_(round_up(max_size, host_page_size())) {}
 
 HostScratchArena::~HostScratchArena() {
-  if (base_ != nullptr) host_release(base_, max_size_);
+  if (base_ != nullptr) host_release(base_, capacity_);
 }
 
 char* HostScratchArena::memory(size_t bytes) {
   if (bytes == 0) bytes = 1;
   if (bytes > max_size_)
-    raise(ErrorCode::OutOfMemory, "host scratch: {:.1f} MiB requested exceeds the reserved {:.1f} MiB",
+    raise(ErrorCode::OutOfMemory, "host scratch: {:.1f} MiB requested exceeds the limit of {:.1f} MiB",
           mib(bytes), mib(max_size_));
-  if (base_ == nullptr) base_ = static_cast<char*>(host_reserve(max_size_));
-  if (bytes > committed_) {
-    // Grow by whole pages right after what is committed, so the address stays the same.
-    const size_t grow = round_up(bytes - committed_, host_page_size());
-    host_commit(base_ + committed_, grow);
-    committed_ += grow;
+  if (bytes <= capacity_) return base_;
+  // At least double, so a graph whose needs creep up grows O(log) times; never past the limit.
+  const size_t want = std::min(max_size_, std::max(round_up(bytes, host_page_size()), 2 * capacity_));
+  // The old range goes first (its contents need not survive), so the peak is the new size alone.
+  if (base_ != nullptr) host_release(base_, capacity_);
+  base_ = nullptr;
+  capacity_ = 0;
+  char* fresh = static_cast<char*>(host_reserve(want));
+  try {
+    host_commit(fresh, want);
+  } catch (...) {
+    host_release(fresh, want);
+    throw;
   }
+  base_ = fresh;
+  capacity_ = want;
   return base_;
 }
 

@@ -104,7 +104,7 @@ int hardware_threads() noexcept {
 struct CpuBackend::Workers {
   explicit Workers(int n_threads) : pool(std::make_unique<ThreadPool>(n_threads)) {}
   std::unique_ptr<ThreadPool> pool;
-  HostScratchArena scratch;  // kernels' work memory: grows in place in host virtual memory
+  HostScratchArena scratch;  // kernels' work memory: grows to what the graphs ask for
 };
 
 int bounded_threads(int requested, ThreadLimit limit) {

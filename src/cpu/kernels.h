@@ -22,7 +22,7 @@ struct ComputeContext {
   int n_threads = 1;           // 1: this node runs on the caller only; more: on the whole pool
   KernelSet kernels = KernelSet::Reference;
   std::vector<char>* scratch = nullptr;  // per-backend work memory, reused across nodes
-  HostScratchArena* arena = nullptr;     // preferred when set: grows in place (host virtual memory)
+  HostScratchArena* arena = nullptr;     // preferred when set: host virtual memory sized to the need
 
   // Splits [0, n) into contiguous chunks (a few per thread, sizes differing by at most one) and runs
   // fn(begin, end) for each on the pool's threads, which claim them as they come free (so they finish
