@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite: scripts/test.sh [release|debug|asan]
+# Sets up, builds and runs the test suite of a preset: scripts/test.sh [release|debug|asan|tsan|release-noocl]
+# (tsan runs the threaded parts only: its test preset filters them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
