@@ -165,6 +165,8 @@ class HostVirtualMemoryOfDevice final : public device::VirtualMemory {
   void* reserve(size_t size) override { return vm_.reserve(size); }
   void release(void* base, size_t size) noexcept override { vm_.release(base, size); }
   std::unique_ptr<device::PhysicalMemory> create_physical(size_t size) override {
+    if (auto e = runtime_->fault(FaultSite::Allocation, device_, "create_physical"))
+      std::rethrow_exception(e);
     const size_t free = runtime_->free_memory(device_);
     if (size > free)
       raise(ErrorCode::OutOfMemory, "{}: cannot create {:.1f} MiB of physical memory; {:.1f} MiB free",
@@ -194,6 +196,38 @@ class HostVirtualMemoryOfDevice final : public device::VirtualMemory {
   int device_;
   device::HostVirtualMemory vm_;
 };
+
+const char* fault_site_name(FaultSite site) noexcept {
+  switch (site) {
+    case FaultSite::Allocation:
+      return "allocation";
+    case FaultSite::Copy:
+      return "copy";
+    case FaultSite::KernelLaunch:
+      return "kernel launch";
+    case FaultSite::EventWait:
+      return "event wait";
+  }
+  return "?";
+}
+
+void HostRuntime::inject_fault(FaultSite site, int64_t nth) {
+  for (auto& calls : fault_calls_) calls.store(0);
+  fault_nth_.store(nth);
+  fault_site_.store(nth > 0 ? static_cast<int>(site) : -1);
+}
+
+int64_t HostRuntime::fault_calls(FaultSite site) const noexcept {
+  return fault_calls_[static_cast<int>(site)].load();
+}
+
+std::exception_ptr HostRuntime::fault(FaultSite site, int device, const char* call) {
+  const int64_t n = ++fault_calls_[static_cast<int>(site)];
+  if (fault_site_.load() != static_cast<int>(site) || n != fault_nth_.load()) return nullptr;
+  return std::make_exception_ptr(
+      Error(ErrorCode::DeviceError, fmt::format("{}: injected fault: {} #{} ({})", dev(device).props.name,
+                                                fault_site_name(site), n, call)));
+}
 
 HostRuntime::HostRuntime(RuntimeOptions options) : options_(options) {
   const size_t memory = options_.memory_per_device > 0 ? options_.memory_per_device : physical_memory();
@@ -268,6 +302,7 @@ void* HostRuntime::allocate(int device, size_t size) {
     raise(ErrorCode::OutOfMemory, "{}: cannot allocate {:.1f} MiB ({} bytes): {}; {:.1f} MiB free",
           d.props.name, mib(size), size, why, mib(free_memory(device)));
   };
+  if (auto e = fault(FaultSite::Allocation, device, "allocate")) std::rethrow_exception(e);
   if (size > free_memory(device)) fail("not enough free memory");
   const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
@@ -284,6 +319,7 @@ void HostRuntime::free(int device, void* ptr) noexcept {
 
 void* HostRuntime::host_alloc(int device, size_t size) {
   dev(device);
+  if (auto e = fault(FaultSite::Allocation, device, "host_alloc")) std::rethrow_exception(e);
   // Plain memory: the host's own memory is what its devices "transfer" from.
   void* p =
       std::aligned_alloc(kAlignment, (std::max<size_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment);
@@ -320,18 +356,21 @@ void HostRuntime::check_address(int device, const void* ptr, size_t size, const 
 void HostRuntime::copy_h2d(int device, void* dst, const void* src, size_t size) {
   if (size == 0) return;
   check_address(device, dst, size, "copy_h2d");
+  if (auto e = fault(FaultSite::Copy, device, "copy_h2d")) std::rethrow_exception(e);
   std::memcpy(dst, src, size);
 }
 
 void HostRuntime::copy_d2h(int device, void* dst, const void* src, size_t size) {
   if (size == 0) return;
   check_address(device, src, size, "copy_d2h");
+  if (auto e = fault(FaultSite::Copy, device, "copy_d2h")) std::rethrow_exception(e);
   std::memcpy(dst, src, size);
 }
 
 void HostRuntime::copy_d2d(int dst_device, void* dst, int src_device, const void* src, size_t size) {
   if (size == 0) return;
   check_address(dst_device, dst, size, "copy_d2d");
+  if (auto e = fault(FaultSite::Copy, dst_device, "copy_d2d")) std::rethrow_exception(e);
   check_address(src_device, src, size, "copy_d2d");
   std::memmove(dst, src, size);
 }
@@ -339,6 +378,7 @@ void HostRuntime::copy_d2d(int dst_device, void* dst, int src_device, const void
 void HostRuntime::fill(int device, void* dst, uint8_t value, size_t size) {
   if (size == 0) return;
   check_address(device, dst, size, "fill");
+  if (auto e = fault(FaultSite::Copy, device, "fill")) std::rethrow_exception(e);
   std::memset(dst, value, size);
 }
 
@@ -362,14 +402,20 @@ void HostRuntime::copy_h2d_async(device::Stream& stream, void* dst, const void* 
   if (size == 0) return;
   HostStream& s = host_stream(stream);
   check_address(s.device(), dst, size, "copy_h2d_async");
-  s.push([=] { std::memcpy(dst, src, size); });
+  s.push([=, failure = fault(FaultSite::Copy, s.device(), "copy_h2d_async")] {
+    if (failure) std::rethrow_exception(failure);
+    std::memcpy(dst, src, size);
+  });
 }
 
 void HostRuntime::copy_d2h_async(device::Stream& stream, void* dst, const void* src, size_t size) {
   if (size == 0) return;
   HostStream& s = host_stream(stream);
   check_address(s.device(), src, size, "copy_d2h_async");
-  s.push([=] { std::memcpy(dst, src, size); });
+  s.push([=, failure = fault(FaultSite::Copy, s.device(), "copy_d2h_async")] {
+    if (failure) std::rethrow_exception(failure);
+    std::memcpy(dst, src, size);
+  });
 }
 
 void HostRuntime::copy_d2d_async(device::Stream& stream, void* dst, int src_device, const void* src,
@@ -378,23 +424,37 @@ void HostRuntime::copy_d2d_async(device::Stream& stream, void* dst, int src_devi
   HostStream& s = host_stream(stream);
   check_address(s.device(), dst, size, "copy_d2d_async");
   check_address(src_device, src, size, "copy_d2d_async");
-  s.push([=] { std::memmove(dst, src, size); });
+  s.push([=, failure = fault(FaultSite::Copy, s.device(), "copy_d2d_async")] {
+    if (failure) std::rethrow_exception(failure);
+    std::memmove(dst, src, size);
+  });
 }
 
 void HostRuntime::fill_async(device::Stream& stream, void* dst, uint8_t value, size_t size) {
   if (size == 0) return;
   HostStream& s = host_stream(stream);
   check_address(s.device(), dst, size, "fill_async");
-  s.push([=] { std::memset(dst, value, size); });
+  s.push([=, failure = fault(FaultSite::Copy, s.device(), "fill_async")] {
+    if (failure) std::rethrow_exception(failure);
+    std::memset(dst, value, size);
+  });
 }
 
 void HostRuntime::launch_host_func(device::Stream& stream, std::function<void()> fn) {
-  host_stream(stream).push(std::move(fn));
+  HostStream& s = host_stream(stream);
+  s.push([fn = std::move(fn), failure = fault(FaultSite::KernelLaunch, s.device(), "launch_host_func")] {
+    if (failure) std::rethrow_exception(failure);
+    fn();
+  });
 }
 
 void HostRuntime::launch_kernel(device::Stream& stream, std::function<void(KernelWorkspace&)> kernel) {
   HostStream& s = host_stream(stream);
-  s.push([&s, kernel = std::move(kernel)] { kernel(s.workspace()); });
+  s.push([&s, kernel = std::move(kernel),
+          failure = fault(FaultSite::KernelLaunch, s.device(), "launch_kernel")] {
+    if (failure) std::rethrow_exception(failure);
+    kernel(s.workspace());
+  });
 }
 
 void HostRuntime::stream_synchronize(device::Stream& stream) {
@@ -419,8 +479,9 @@ void HostRuntime::stream_wait_event(device::Stream& stream, device::StreamEvent&
   HostStream& s = host_stream(stream);
   auto point = host_event(event).point();
   if (point == nullptr) return;
-  s.push([point] {
+  s.push([point, failure = fault(FaultSite::EventWait, s.device(), "stream_wait_event")] {
     if (auto e = point->wait()) std::rethrow_exception(e);
+    if (failure) std::rethrow_exception(failure);
   });
 }
 
@@ -428,6 +489,8 @@ void HostRuntime::event_synchronize(device::StreamEvent& event) {
   auto point = host_event(event).point();
   if (point == nullptr) return;
   if (auto e = point->wait()) std::rethrow_exception(e);
+  // Events know no device; the fault names the first (a test arms one runtime at a time).
+  if (auto e = fault(FaultSite::EventWait, 0, "event_synchronize")) std::rethrow_exception(e);
 }
 
 device::EventStatus HostRuntime::event_query(device::StreamEvent& event) {

@@ -7,7 +7,9 @@
 //
 // It lets the whole device layer (buffers, pools, DeviceBackend, the scheduler's device paths)
 // run and be tested without OpenCL, as devices Host0, Host1, ... (TESSERA_HOST_DEVICES=N).
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -38,6 +40,16 @@ struct KernelWorkspace {
 
 class HostStream;
 class HostVirtualMemoryOfDevice;
+
+// Fault injection, for tests of every error path above the seam: what kind of call fails.
+enum class FaultSite {
+  Allocation,    // allocate, host_alloc, VMM physical memory
+  Copy,          // copies and fills, synchronous or in stream order
+  KernelLaunch,  // launch_kernel and launch_host_func
+  EventWait,     // stream_wait_event, event_synchronize
+};
+inline constexpr int kFaultSiteCount = 4;
+const char* fault_site_name(FaultSite site) noexcept;
 
 class HostRuntime final : public device::Runtime {
  public:
@@ -85,6 +97,15 @@ class HostRuntime final : public device::Runtime {
   // Throws Error(InvalidArgument) unless [ptr, ptr + size) lies in memory of `device`.
   void check_address(int device, const void* ptr, size_t size, const char* call) const;
 
+  // ---- fault injection (tests) ----
+  // The nth call of `site` from now on (1 = the next; 0 disarms) fails with Error(DeviceError)
+  // "HostN: injected fault: <site> #n (<call>)"; it does nothing else. Calls in stream order fail
+  // when they run, as a driver's would: the error reaches stream_synchronize and events. Each
+  // call restarts the count of every site.
+  void inject_fault(FaultSite site, int64_t nth);
+  // Calls of the site since the last inject_fault.
+  int64_t fault_calls(FaultSite site) const noexcept;
+
  private:
   friend class HostVirtualMemoryOfDevice;
   struct Device {
@@ -99,8 +120,13 @@ class HostRuntime final : public device::Runtime {
   HostStream& host_stream(device::Stream& stream) const;
   void add_region(int device, void* ptr, size_t size);
   void remove_region(int device, void* ptr) noexcept;
+  // Counts a call of `site`; the error to raise when it is the one armed to fail, else null.
+  std::exception_ptr fault(FaultSite site, int device, const char* call);
 
   RuntimeOptions options_;
+  std::atomic<int64_t> fault_calls_[kFaultSiteCount] = {};
+  std::atomic<int> fault_site_{-1};
+  std::atomic<int64_t> fault_nth_{0};
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
