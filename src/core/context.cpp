@@ -19,7 +19,9 @@ Tensor* Context::new_tensor(DType type, std::span<const int64_t> ne) {
     if (ne[d] < 0) raise(ErrorCode::InvalidArgument, "new_tensor: ne[{}] = {} is negative", d, ne[d]);
     shape[d] = ne[d];
     if (ne[d] != 0 && count > std::numeric_limits<int64_t>::max() / ne[d])
-      raise(ErrorCode::InvalidArgument, "new_tensor: element count overflows");
+      raise(ErrorCode::InvalidArgument,
+            "new_tensor: {} tensor of shape [{}]: the element count overflows int64", name(type),
+            fmt::join(ne, ", "));
     count *= ne[d];
   }
   const int64_t bs = traits(type).block_size;

@@ -294,7 +294,7 @@ Tensor* clamp(Context& ctx, Tensor* a, float min, float max) {
 Tensor* norm(Context& ctx, Tensor* a, float eps) {
   require_not_null(Op::Norm, {a});
   require(a->type == DType::F32, Op::Norm, {a}, "needs f32");
-  require(eps >= 0.0f, Op::Norm, {a}, "eps must be >= 0");
+  require(eps >= 0.0f, Op::Norm, {a}, "eps must be >= 0, got {:g}", eps);
   Tensor* t = same_as(ctx, Op::Norm, a, {a});
   detail::store_params(*t, NormParams{eps});
   return t;
@@ -303,7 +303,7 @@ Tensor* norm(Context& ctx, Tensor* a, float eps) {
 Tensor* rms_norm(Context& ctx, Tensor* a, float eps) {
   require_not_null(Op::RmsNorm, {a});
   require(a->type == DType::F32, Op::RmsNorm, {a}, "needs f32");
-  require(eps >= 0.0f, Op::RmsNorm, {a}, "eps must be >= 0");
+  require(eps >= 0.0f, Op::RmsNorm, {a}, "eps must be >= 0, got {:g}", eps);
   Tensor* t = same_as(ctx, Op::RmsNorm, a, {a});
   detail::store_params(*t, NormParams{eps});
   return t;
@@ -313,7 +313,7 @@ Tensor* group_norm(Context& ctx, Tensor* a, int n_groups, float eps) {
   require_not_null(Op::GroupNorm, {a});
   require(a->type == DType::F32, Op::GroupNorm, {a}, "needs f32");
   require(n_groups >= 1, Op::GroupNorm, {a}, "n_groups {} must be >= 1", n_groups);
-  require(eps >= 0.0f, Op::GroupNorm, {a}, "eps must be >= 0");
+  require(eps >= 0.0f, Op::GroupNorm, {a}, "eps must be >= 0, got {:g}", eps);
   Tensor* t = same_as(ctx, Op::GroupNorm, a, {a});
   detail::store_params(*t, GroupNormParams{n_groups, eps});
   return t;

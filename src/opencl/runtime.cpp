@@ -1,5 +1,7 @@
 #include "opencl/runtime.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -56,8 +58,9 @@ int version_of(const std::string& v) {
   return major * 100 + minor;
 }
 
-bool selected(const std::string& filter, int index, const std::string& label) {
-  if (filter.empty()) return true;
+// The filter's comma-separated entries, trimmed, empty ones dropped.
+std::vector<std::string> filter_entries(const std::string& filter) {
+  std::vector<std::string> entries;
   size_t start = 0;
   while (start <= filter.size()) {
     size_t end = filter.find(',', start);
@@ -65,15 +68,51 @@ bool selected(const std::string& filter, int index, const std::string& label) {
     std::string token = filter.substr(start, end - start);
     token.erase(0, token.find_first_not_of(' '));
     token.erase(token.find_last_not_of(' ') + 1);
-    if (!token.empty()) {
-      const bool numeric = std::all_of(token.begin(), token.end(),
-                                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-      if (numeric ? std::atoi(token.c_str()) == index : lower(label).find(lower(token)) != std::string::npos)
-        return true;
-    }
+    if (!token.empty()) entries.push_back(std::move(token));
     start = end + 1;
   }
+  return entries;
+}
+
+// Whether this process can still map `size` bytes (what an OpenCL CPU device will malloc), with
+// room for the driver's own bookkeeping. PoCL asserts (SIGABRT) when its allocation fails.
+bool address_space_left(size_t size) {
+  const size_t probe = size + (size_t{16} << 20);
+  void* p = mmap(nullptr, probe, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  munmap(p, probe);
+  return true;
+}
+
+// An entry is a device index (enumeration order over all platforms) or part of its name.
+bool matches(const std::string& entry, int index, const std::string& label) {
+  const bool numeric = std::all_of(entry.begin(), entry.end(),
+                                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return numeric ? std::atoi(entry.c_str()) == index : lower(label).find(lower(entry)) != std::string::npos;
+}
+
+bool selected(const std::string& filter, int index, const std::string& label) {
+  if (filter.empty()) return true;
+  for (const std::string& entry : filter_entries(filter))
+    if (matches(entry, index, label)) return true;
   return false;
+}
+
+// "none" asks for no OpenCL device; any other entry that matches no device is a mistake worth a
+// warning, or the user only learns later that "OpenCL0" is unknown.
+void warn_unmatched(const std::string& filter, const std::vector<std::string>& labels) {
+  if (filter.empty() || lower(filter) == "none") return;
+  std::string devices;
+  for (size_t i = 0; i < labels.size(); ++i) devices += fmt::format("{}{}: {}", i ? "; " : "", i, labels[i]);
+  for (const std::string& entry : filter_entries(filter)) {
+    bool any = false;
+    for (size_t i = 0; i < labels.size() && !any; ++i) any = matches(entry, static_cast<int>(i), labels[i]);
+    if (!any)
+      log(LogLevel::Warn,
+          fmt::format(
+              "OpenCL: TESSERA_OPENCL_DEVICES entry '{}' matches no device (an index or part of a name; {})",
+              entry, labels.empty() ? std::string("no OpenCL device is present") : "devices: " + devices));
+  }
 }
 
 // The first error raised by a stream's host functions (kept until stream_synchronize takes it).
@@ -204,6 +243,7 @@ void OpenClRuntime::enumerate() {
   std::vector<cl_platform_id> platforms(n_platforms);
   check(clGetPlatformIDs(n_platforms, platforms.data(), nullptr), "OpenCL", "clGetPlatformIDs");
   int index = 0;  // enumeration order over all platforms, what TESSERA_OPENCL_DEVICES indexes
+  std::vector<std::string> labels;  // every device by index, for the filter's warning
   for (cl_platform_id platform : platforms) {
     cl_uint n = 0;
     if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS || n == 0) continue;
@@ -219,6 +259,7 @@ void OpenClRuntime::enumerate() {
       const std::string model = device_string(id, CL_DEVICE_NAME);
       const std::string driver = device_string(id, CL_DRIVER_VERSION);
       const std::string version = device_string(id, CL_DEVICE_VERSION);
+      labels.push_back(platform_name + " " + vendor + " " + model);
       if (!(type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_CPU | CL_DEVICE_TYPE_ACCELERATOR))) continue;
       if (!selected(options_.devices, i, platform_name + " " + vendor + " " + model)) continue;
       if (!device_value<cl_bool>(id, CL_DEVICE_AVAILABLE) || version_of(version) < 102) {
@@ -239,6 +280,7 @@ void OpenClRuntime::enumerate() {
       p.max_allocation = device_value<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
       const std::string extensions = device_string(id, CL_DEVICE_EXTENSIONS);
       d->amd_free_memory = extensions.find("cl_amd_device_attribute_query") != std::string::npos;
+      d->memory_is_the_process = (type & CL_DEVICE_TYPE_CPU) != 0;
       // Exact f32 division where the device offers it (the quantizers divide).
       const auto fp = device_value<cl_device_fp_config>(id, CL_DEVICE_SINGLE_FP_CONFIG);
       d->build_options = "-cl-std=CL1.2";
@@ -265,6 +307,7 @@ void OpenClRuntime::enumerate() {
       for (size_t k = 0; k < count; ++k) devices_[first + g + k]->context = context;
     }
   }
+  warn_unmatched(options_.devices, labels);
   for (auto& d : devices_) {
     cl_int e = CL_SUCCESS;
     d->queue = clCreateCommandQueue(d->context, d->id, 0, &e);
@@ -312,6 +355,9 @@ void* OpenClRuntime::allocate(int device, size_t size) {
     fail(fmt::format("larger than the device's largest allocation of {:.1f} MiB",
                      mib(d.props.max_allocation)));
   if (size > free_memory(device)) fail("not enough free memory");
+  if (d.memory_is_the_process && !address_space_left(size))
+    fail(
+        "the device takes its memory from this process, which has no address space left for it (ulimit -v?)");
   cl_int err = CL_SUCCESS;
   cl_mem mem = clCreateBuffer(d.context, CL_MEM_READ_WRITE, size, nullptr, &err);
   if (err != CL_SUCCESS) fail(fmt::format("clCreateBuffer failed: {}", cl_error_name(err)));
@@ -353,6 +399,10 @@ void OpenClRuntime::free(int device, void* ptr) noexcept {
 
 void* OpenClRuntime::host_alloc(int device, size_t size) {
   Device& d = dev(device);
+  if (!address_space_left(size))
+    raise(ErrorCode::OutOfMemory,
+          "{}: cannot allocate {:.1f} MiB of pinned host memory: no address space left (ulimit -v?)",
+          d.props.name, mib(size));
   cl_int err = CL_SUCCESS;
   cl_mem mem = clCreateBuffer(d.context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size, nullptr, &err);
   check(err, d.props.name, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)",

@@ -110,6 +110,9 @@ class OpenClRuntime final : public device::Runtime {
     std::string cache_key;  // platform, device, driver, build options
     std::string build_options;
     bool amd_free_memory = false;
+    // A CPU device (PoCL's) whose "device memory" is this process's: under `ulimit -v` the driver
+    // asserts instead of failing, so allocations first check the address space is there.
+    bool memory_is_the_process = false;
     uintptr_t next_address = 0;
     mutable std::shared_mutex mutex;
     std::map<uintptr_t, Allocation> allocations;  // by start address

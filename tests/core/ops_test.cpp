@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "tessera/error.h"
@@ -131,4 +132,32 @@ TEST(Context, RejectsBadShapes) {
   Tensor* t = alloc.new_tensor(DType::F16, 3, 2);
   ASSERT_NE(t->data, nullptr);
   EXPECT_EQ(t->nbytes(), 12u);
+}
+
+// Issue 15 defect 7: "new_tensor: element count overflows" and "RMS_NORM: eps must be >= 0" said
+// neither which tensor nor which value.
+TEST(Context, ErrorsNameTheShapeTheOperandAndTheValue) {
+  Context ctx;
+  try {
+    ctx.new_tensor(DType::F16, int64_t{1} << 40, int64_t{1} << 40);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f16 tensor of shape [1099511627776, 1099511627776"),
+              std::string::npos)
+        << e.what();
+  }
+  Tensor* x = ctx.new_tensor(DType::F32, 64, 3);
+  x->name = "blk.0.attn_in";
+  for (float eps : {-1e-5f, std::nanf("")}) {
+    try {
+      ops::rms_norm(ctx, x, eps);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("RMS_NORM: eps must be >= 0, got " + std::string(eps < 0 ? "-1e-05" : "nan")),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("blk.0.attn_in(f32 [64, 3, 1, 1])"), std::string::npos) << what;
+    }
+  }
 }

@@ -232,3 +232,62 @@ TEST(Cli, QuantizedModelsRunUnderAnAddressSpaceLimit) {
   }
   std::remove(legacy.c_str());
 }
+
+// Issue 15 defect 7, the command line's small items, each as a user meets it.
+TEST(Cli, AnUnknownCommandIsNamedWithTheCommandsThereAre) {
+  const auto r = cli("frobnicate -m x");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "unknown command 'frobnicate' (commands: devices, demo, gguf, run")) << r.out;
+  EXPECT_FALSE(contains(r.out, "A subcommand is required")) << r.out;
+}
+
+TEST(Cli, SeedsOutsideUint64AreErrors) {
+  const std::string run = "run -m " + kModel + " -p Hi -n 2 -s ";
+  for (const char* bad : {"-1", "18446744073709551616", "99999999999999999999999", "12x", "0x10"}) {
+    const auto r = cli(run + bad);
+    EXPECT_NE(r.code, 0) << bad << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "the seed must be an integer from 0 to 18446744073709551615"))
+        << bad << r.out;
+  }
+  EXPECT_EQ(cli(run + "18446744073709551615").code, 0);
+}
+
+TEST(Cli, RangeErrorsPrintTheirBoundsReadably) {
+  const std::string run = "run -m " + kModel + " -p Hi ";
+  auto r = cli(run + "--temp -1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "-1 is less than 0")) << r.out;
+  EXPECT_FALSE(contains(r.out, "17976931348623157")) << r.out;  // DBL_MAX as 309 digits
+  r = cli(run + "--repeat-penalty 0");
+  EXPECT_TRUE(contains(r.out, "0 is not greater than 0")) << r.out;
+  r = cli(run + "--top-p 2");
+  EXPECT_TRUE(contains(r.out, "2 is not in the range 0 to 1")) << r.out;
+  r = cli(run + "-n banana");
+  EXPECT_TRUE(contains(r.out, "'banana' is not a number")) << r.out;
+}
+
+TEST(Cli, ReachingTheContextLimitEndsGenerationWithANotice) {
+  // 6 prompt tokens and a context of 16: 10 tokens fit of the 40 asked for.
+  const auto r = cli("run -m " + kModel + " -p 'Once upon a time' -n 40 --temp 0 -c 16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "generation stopped after")) << r.out;
+  EXPECT_TRUE(contains(r.out, "of 40 tokens: the context of 16 tokens is full")) << r.out;
+  const auto fits = cli("run -m " + kModel + " -p 'Once upon a time' -n 4 --temp 0 -c 16");
+  EXPECT_FALSE(contains(fits.out, "generation stopped")) << fits.out;
+}
+
+#if TESSERA_HAVE_OPENCL
+TEST(Cli, JunkOpenClEnvironmentIsNamedInAWarning) {
+  auto r = tessera::testing_support::run_cli("run -m " + kModel + " -p Hi -n 2 -ngl 99 --device OpenCL0",
+                                             "TESSERA_OPENCL_DEVICES=junk");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "TESSERA_OPENCL_DEVICES entry 'junk' matches no device")) << r.out;
+  EXPECT_TRUE(contains(r.out, "0: Portable Computing Language")) << r.out;  // the devices there are
+  r = tessera::testing_support::run_cli("devices", "TESSERA_OPENCL_DEVICES=none");
+  EXPECT_FALSE(contains(r.out, "matches no device")) << r.out;  // "none" asks for none
+  r = tessera::testing_support::run_cli("run -m " + kModel + " -p Hi -n 2 -ngl 99 --device OpenCL0",
+                                        "TESSERA_OPENCL_GEMM_MIN_N=junk");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "TESSERA_OPENCL_GEMM_MIN_N='junk' is not a whole number")) << r.out;
+}
+#endif

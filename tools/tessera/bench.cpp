@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "checks.h"
 #include "commands.h"
 #include "progress.h"
 #include "tessera/device.h"
@@ -188,18 +189,18 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--type", args->type, "weight type of the synthetic model (any a weight can have)")
       ->transform(CLI::IsMember(types, CLI::ignore_case));  // q4_k as well as ggml's q4_K
   cmd->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens (pp test; 0: skip)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("-n,--n-gen", args->n_gen, "generated tokens (tg test; 0: skip)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("-d,--n-depth", args->depth,
                   "tokens already in the context (KV cache) before each timed test, as llama-bench's -d; "
                   "the test is then named e.g. 'tg128 @ d512'")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("-r,--repetitions", args->reps, "timed runs per test")->check(CLI::PositiveNumber);
+      ->check(non_negative());
+  cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
+  cmd->add_option("-r,--repetitions", args->reps, "timed runs per test")->check(positive());
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers,
                   "layers to offload (default: CPU, then all layers on each device)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--device", args->device, "device for offloaded layers");
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->add_option("-o,--output", args->output, "output format")->check(CLI::IsMember({"md", "json"}));

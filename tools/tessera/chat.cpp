@@ -119,7 +119,12 @@ void run_chat(const ChatSettings& s) {
       reply += piece;
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
-      if (session.n_past() >= session.n_ctx()) break;
+      if (session.n_past() >= session.n_ctx()) {
+        if (n + 1 < s.n_predict)
+          std::fprintf(stderr, "\n[the reply stopped: the context of %lld tokens is full (-c sets it)]\n",
+                       static_cast<long long>(session.n_ctx()));
+        break;
+      }
       logits = session.decode(std::span<const llm::Token>(&next, 1));
       cached.push_back(next);
     }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "checks.h"
 #include "commands.h"
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
@@ -23,8 +24,8 @@ void add_logits(CLI::App& app) {
   cmd->add_option("-m,--model", args->model, "GGUF model file")->required();
   cmd->add_option("--tokens", args->tokens, "token ids, space separated (no BOS is added)")->required();
   cmd->add_option("-o,--output", args->out, "output file")->required();
-  cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
+  cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(non_negative());
   cmd->add_option("--device", args->device, "device for offloaded layers");
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args] {

@@ -34,6 +34,20 @@ int main(int argc, char** argv) {
     if (a == "-np") a = "--np";
     args.push_back(std::move(a));
   }
+  // CLI11 reads an unknown first word as a stray positional and says only "A subcommand is required".
+  if (!args.empty() && !args.back().empty() && args.back()[0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->check_name(args.back());
+    }
+    if (!known) {
+      std::fprintf(stderr, "tessera: error: unknown command '%s' (commands: %s)\n", args.back().c_str(),
+                   names.c_str());
+      return 1;
+    }
+  }
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -1,10 +1,13 @@
 // `tessera run`: generate text from a prompt, streaming it to stdout.
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 
 #include "chat.h"
+#include "checks.h"
 #include "commands.h"
 #include "progress.h"
 #include "tessera/error.h"
@@ -27,7 +30,19 @@ struct RunArgs {
   int top_k = 40;
   bool report = false;
   bool no_mmap = false;
+  bool ignore_eos = false;
+  int stats_every = 0;
 };
+
+// The process's resident memory (Linux), for --stats-every.
+double resident_mib() {
+  long pages_total = 0, pages_resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages_total, &pages_resident) != 2) pages_resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -72,12 +87,21 @@ void run(const RunArgs& a) {
   const double prompt_ms = ms_since(t_prompt);
 
   const auto t_gen = std::chrono::steady_clock::now();
+  auto t_window = t_gen;  // --stats-every
   // Whole UTF-8 characters only: a piece may end inside one (byte-level BPE, byte tokens).
   llm::TokenStreamer streamer(vocab);
   int generated = 0;
+  bool context_full = false;
   for (; generated < a.n_predict; ++generated) {
+    if (a.stats_every > 0 && generated > 0 && generated % a.stats_every == 0) {
+      const double ms = ms_since(t_window);
+      fmt::print(stderr, "stats: tokens {}-{}: {:.2f} tokens/s, context {}, RSS {:.1f} MiB\n",
+                 generated - a.stats_every, generated, ms > 0 ? 1000.0 * a.stats_every / ms : 0.0,
+                 session.n_past(), resident_mib());
+      t_window = std::chrono::steady_clock::now();
+    }
     const llm::Token next = sampler.sample(logits);
-    if (vocab.is_end_of_generation(next)) break;  // EOS, end of turn, ...
+    if (vocab.is_end_of_generation(next) && !a.ignore_eos) break;  // EOS, end of turn, ...
     const std::string text = streamer.push(next);
     if (!text.empty()) {
       std::fwrite(text.data(), 1, text.size(), stdout);
@@ -85,6 +109,7 @@ void run(const RunArgs& a) {
     }
     if (session.n_past() >= session.n_ctx()) {
       ++generated;
+      context_full = generated < a.n_predict;
       break;
     }
     logits = session.decode(std::span<const llm::Token>(&next, 1));
@@ -94,12 +119,30 @@ void run(const RunArgs& a) {
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (context_full)
+    fmt::print(stderr,
+               "generation stopped after {} of {} tokens: the context of {} tokens is full (-c sets it)\n",
+               generated, a.n_predict, session.n_ctx());
   if (a.report) fmt::print(stderr, "{}", session.report());
   fmt::print(stderr, "load: {:.1f} ms\n", load_ms);
   fmt::print(stderr, "prompt: {} tokens, {:.1f} ms, {:.2f} tokens/s\n", prompt.size(), prompt_ms,
              prompt_ms > 0 ? 1000.0 * static_cast<double>(prompt.size()) / prompt_ms : 0.0);
   fmt::print(stderr, "generation: {} tokens, {:.1f} ms, {:.2f} tokens/s\n", generated, gen_ms,
              gen_ms > 0 ? 1000.0 * generated / gen_ms : 0.0);
+}
+
+// CLI11 would wrap "-1" to 2^64-1 and saturate anything larger: a seed is decimal digits that fit.
+CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (text.empty() || ptr != end || ec != std::errc())
+          return "the seed must be an integer from 0 to 18446744073709551615, got '" + text + "'";
+        return "";
+      },
+      "SEED");
 }
 
 }  // namespace
@@ -115,21 +158,24 @@ void add_run(CLI::App& app) {
   cmd->add_option("--system-prompt", args->system_prompt, "with -cnv: the system message (llama.cpp's -sys)");
   cmd->add_option("--chat-template-file", args->chat_template_file,
                   "with -cnv: a Jinja chat template to use instead of the file's");
-  cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->check(non_negative());
   cmd->add_option("-c,--ctx-size", args->n_ctx, "context size (0: the model's, at most 4096)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("-s,--seed", args->seed, "sampling seed");
-  cmd->add_option("--temp", args->temp, "temperature (0: greedy)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", args->top_k, "top-k (0: off)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", args->top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-p", args->min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repeat-penalty", args->repeat_penalty, "repetition penalty (1: off)")
-      ->check(CLI::PositiveNumber);
+      ->check(non_negative());
+  cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
+  cmd->add_option("-s,--seed", args->seed, "sampling seed (0 to 2^64-1)")->check(seed_check());
+  cmd->add_option("--temp", args->temp, "temperature (0: greedy)")->check(non_negative());
+  cmd->add_option("--top-k", args->top_k, "top-k (0: off)")->check(non_negative());
+  cmd->add_option("--top-p", args->top_p, "top-p (1: off)")->check(in_range(0.0, 1.0));
+  cmd->add_option("--min-p", args->min_p, "min-p (0: off)")->check(in_range(0.0, 1.0));
+  cmd->add_option("--repeat-penalty", args->repeat_penalty, "repetition penalty (1: off)")->check(positive());
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload to the device")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--device", args->device, "device for offloaded layers (e.g. OpenCL0)");
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "generate -n tokens even past end-of-generation tokens");
+  cmd->add_option("--stats-every", args->stats_every,
+                  "every N generated tokens, print the window's tokens/s and the process's RSS to stderr")
+      ->check(non_negative());
   cmd->add_flag("--report", args->report, "print the placement of the graph and every CPU fallback");
   cmd->callback([args, prompt] {
     if (args->chat) {

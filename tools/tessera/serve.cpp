@@ -4,6 +4,7 @@
 
 #include <csignal>
 
+#include "checks.h"
 #include "commands.h"
 #include "tessera/server.h"
 
@@ -36,15 +37,15 @@ void add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
   cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
   cmd->add_option("--host", o->host, "address to bind (default: loopback only)");
-  cmd->add_option("--port", o->port, "port (0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--port", o->port, "port (0: any free port)")->check(in_range(0, 65535));
   cmd->add_option("-n,--np,--parallel", o->n_slots, "slots: sequences generated together")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("-c,--ctx-size", o->n_ctx,
                   "KV cache cells shared by the slots (0: 4096 per slot, at most the model's)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--threads", o->n_threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
+  cmd->add_option("-t,--threads", o->n_threads, "CPU threads (0: all cores)")->check(non_negative());
   cmd->add_option("--n-gpu-layers", o->n_gpu_layers, "layers to offload to the device")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--device", o->device, "device for offloaded layers (e.g. OpenCL0)");
   cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY");
   cmd->add_option("--chat-template-file", o->chat_template_file,
@@ -53,11 +54,11 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--timeout", o->timeout_s,
                   "seconds a request may run, waiting for a slot included (past it: cancelled, 408); "
                   "also the socket read/write timeout")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--batch-chunk", o->prompt_chunk,
                   "prompt tokens read per step, all slots together (smaller: steadier generation "
                   "while long prompts are read; larger: faster prompts)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--max-body", o->max_body_bytes, "largest request body in bytes (beyond: 413)");
   cmd->callback([o] { serve(*o); });
 }

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "checks.h"
 #include "commands.h"
 #include "tessera/conformance.h"
 #include "tessera/error.h"
@@ -25,7 +26,7 @@ void add_test_ops(CLI::App& app) {
   cmd->add_option("--mode", args->mode, "test, support or perf")
       ->check(CLI::IsMember({"test", "support", "perf"}));
   cmd->add_option("--seed", args->seed, "random seed of the inputs");
-  cmd->add_option("--seconds", args->seconds, "perf mode: seconds per case")->check(CLI::PositiveNumber);
+  cmd->add_option("--seconds", args->seconds, "perf mode: seconds per case")->check(positive());
   cmd->add_flag("--skip-missing", args->skip_missing,
                 "exit with 77 (skipped) when the backend is not present");
   cmd->callback([args] {
