@@ -10,6 +10,7 @@ namespace tessera {
 // Per op family (model activations are [features, tokens]; per-head ones [head_dim, heads, tokens]):
 //   MUL_MAT         b's ne[1]: the columns each matrix of a multiplies (tokens).
 //   ROPE            ne[2]: positions (tokens); ne[1] counts heads.
+//   FLASH_ATTN_EXT  ne[2]: query rows (tokens); its result is [D_v, heads, queries, B].
 //   IM2COL          ne[1] * ne[2] * ne[3]: the patch rows, i.e. the columns of the GEMM it feeds.
 //   GET_ROWS        0: a gather reads each selected row once, so copying its table never pays.
 //   DUP, CONT, CPY  0: a copy only moves bytes; moving its input to a device costs as much. (Their

@@ -86,6 +86,13 @@ struct SoftMaxParams {
   float max_bias = 0.0f;
 };
 
+// FLASH_ATTN_EXT (ops.h): the scale of K^T q, ALiBi's max_bias, the logit soft-cap (0: none).
+struct FlashAttnParams {
+  float scale = 1.0f;
+  float max_bias = 0.0f;
+  float softcap = 0.0f;
+};
+
 struct RopeParams {
   int n_dims = 0;
   RopeMode mode = RopeMode::Normal;
@@ -126,6 +133,7 @@ TimestepEmbeddingParams timestep_embedding_params(const Tensor& node);
 DiagMaskInfParams diag_mask_inf_params(const Tensor& node);
 SoftMaxParams soft_max_params(const Tensor& node);
 RopeParams rope_params(const Tensor& node);
+FlashAttnParams flash_attn_params(const Tensor& node);
 Im2ColParams im2col_params(const Tensor& node);
 Pool2DParams pool_2d_params(const Tensor& node);
 SortOrder argsort_order(const Tensor& node);

@@ -68,6 +68,16 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
 Tensor* diag_mask_inf(Context& ctx, Tensor* a, int n_past);
 Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, float max_bias = 0.0f);
 
+// Fused attention with ggml's FLASH_ATTN_EXT semantics: q F32 [D, n_q, H, B]; k [D, n_kv, H_kv, B_kv]
+// and v [D_v, n_kv, H_kv, B_kv], both F32 or both F16, any strides (v may be a transposed view);
+// optional mask F16/F32 [n_kv, >= n_q, M2, M3] tiling the heads and batches. Result F32
+// [D_v, H, n_q, B] (heads before queries, as ggml's). Per query row and head h:
+// s = scale * (k^T q), then s = softcap * tanh(s / softcap) when softcap > 0, then
+// s += slope(h) * mask (ALiBi slopes of SOFT_MAX when max_bias > 0), out = v softmax(s).
+// K/V heads are shared by groups of H / H_kv query heads. A row whose every s is -inf gives zeros.
+Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
+                       float max_bias = 0.0f, float softcap = 0.0f);
+
 // a: [D, H, T, B] F32/F16; positions: I32 [T]; freq_factors: optional F32 [n_dims/2].
 Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, const RopeParams& p);
 

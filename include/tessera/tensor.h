@@ -53,6 +53,7 @@ enum class Op : uint8_t {
   DiagMaskInf,
   SoftMax,
   Rope,
+  FlashAttnExt,
   // convolution, pooling, reductions, sorting
   Im2Col,
   Pool2D,

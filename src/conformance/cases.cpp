@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "conformance/harness.h"
@@ -422,6 +423,52 @@ void attention_family(std::vector<std::unique_ptr<Case>>& out) {
   }
 }
 
+// FLASH_ATTN_EXT as the model graphs use it, and around it: F16 K/V (the cache's type) and F32,
+// grouped query heads, masks of both types with -inf cells (a causal mask made in the graph) or
+// none, ALiBi, soft-capping, batches, a V view transposed as our KV cache stores it, and cell
+// counts that are no multiple of the fast kernel's block.
+void flash_attn_family(std::vector<std::unique_ptr<Case>>& out) {
+  struct Shape {
+    int64_t d, n_kv, n_q, heads, kv_heads, batch;
+  };
+  const Shape shapes[] = {
+      {64, 256, 1, 8, 2, 1}, {64, 100, 7, 4, 4, 1}, {128, 513, 32, 4, 1, 1}, {40, 70, 3, 6, 3, 2}};
+  for (const Shape& sh : shapes) {
+    for (DType kv : {DType::F16, DType::F32}) {
+      for (int variant = 0; variant < 5; ++variant) {
+        // 0: causal f16 mask; 1: f32 mask with ALiBi; 2: no mask; 3: softcap, causal f16 mask;
+        // 4: V transposed (the KV cache's layout), causal f32 mask.
+        const bool causal = variant == 0 || variant == 3 || variant == 4;
+        const DType mt = variant == 1 || variant == 4 ? DType::F32 : DType::F16;
+        const float max_bias = variant == 1 ? 8.0f : 0.0f, softcap = variant == 3 ? 20.0f : 0.0f;
+        const float scale = variant == 3 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(sh.d));
+        const char* what[] = {"causal f16 mask", "f32 mask, max_bias=8", "no mask",
+                              "softcap=20, causal f16 mask", "V transposed, causal f32 mask"};
+        add(out, Op::FlashAttnExt,
+            fmt::format("FLASH_ATTN_EXT(type_kv={}, d={}, n_kv={}, n_q={}, heads={}/{}, batch={}, {})",
+                        tn(kv), sh.d, sh.n_kv, sh.n_q, sh.heads, sh.kv_heads, sh.batch, what[variant]),
+            [=](Case& c, Context& ctx) {
+              Tensor* q = c.leaf(ctx, DType::F32, {sh.d, sh.n_q, sh.heads, sh.batch});
+              Tensor* k = c.leaf(ctx, kv, {sh.d, sh.n_kv, sh.kv_heads, sh.batch});
+              Tensor* v = variant == 4
+                              ? ops::transpose(ctx, c.leaf(ctx, kv, {sh.n_kv, sh.d, sh.kv_heads, sh.batch}))
+                              : c.leaf(ctx, kv, {sh.d, sh.n_kv, sh.kv_heads, sh.batch});
+              Tensor* mask = nullptr;
+              if (variant != 2) {
+                // Two rows more than the queries, as padded masks have them.
+                mask = c.leaf(ctx, DType::F32, {sh.n_kv, sh.n_q + 2, 1, 1});
+                if (causal) mask = ops::diag_mask_inf(ctx, mask, static_cast<int>(sh.n_kv - sh.n_q));
+                if (mt == DType::F16)
+                  mask =
+                      ops::cpy(ctx, mask, c.leaf(ctx, DType::F16, {sh.n_kv, sh.n_q + 2, 1, 1}, Fill::Zero));
+              }
+              return ops::flash_attn_ext(ctx, q, k, v, mask, scale, max_bias, softcap);
+            });
+      }
+    }
+  }
+}
+
 // The views the model builders make of fused projections (src/llm/blocks.cpp): heads of one part
 // of a fused QKV row (a row stride beyond ne0 and an offset), and the two halves of a fused
 // gate+up row, read by ROPE, UNARY, MUL and CPY.
@@ -636,6 +683,7 @@ std::vector<std::unique_ptr<Case>> all_cases() {
   norm_family(out);
   resample_family(out);
   attention_family(out);
+  flash_attn_family(out);
   fused_view_family(out);
   mul_mat_family(out);
   batch_family(out);

@@ -28,6 +28,8 @@ const char* slot_name(Op op, size_t i) {
   switch (op) {
     case Op::SoftMax:
       return i == 1 ? "mask" : "a";
+    case Op::FlashAttnExt:
+      return i == 0 ? "q" : i == 1 ? "k" : i == 2 ? "v" : "mask";
     case Op::Rope:
       return i == 1 ? "positions" : i == 2 ? "freq factors" : "a";
     case Op::GetRows:
@@ -42,7 +44,7 @@ const char* slot_name(Op op, size_t i) {
 // The slot a table's columns vary: the destination for CPY, the result for IM2COL and ARANGE,
 // else the first source. -1 stands for the result.
 int column_slot(Op op) {
-  if (op == Op::Cpy) return 1;
+  if (op == Op::Cpy || op == Op::FlashAttnExt) return 1;  // CPY's destination, attention's K/V
   if (op == Op::Im2Col || op == Op::Arange) return -1;
   return 0;
 }
@@ -151,6 +153,13 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
     case Op::SoftMax: {
       Tensor* mask = types.src[1] ? leaf(*types.src[1], {16, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
       node = ops::soft_max(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), mask, 0.5f, 0.0f);
+      break;
+    }
+    case Op::FlashAttnExt: {
+      Tensor* mask = types.src[3] ? leaf(*types.src[3], {32, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
+      node = ops::flash_attn_ext(ctx, leaf(src(0), {16, 4, 4, 1}, Fill::Uniform, 0),
+                                 leaf(src(1), {16, 32, 2, 1}, Fill::Uniform, 0),
+                                 leaf(src(2), {16, 32, 2, 1}, Fill::Uniform, 0), mask, 0.25f);
       break;
     }
     case Op::Rope: {

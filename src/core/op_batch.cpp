@@ -17,6 +17,7 @@ int64_t op_batch_size(const Tensor& node) noexcept {
     case Op::MulMat:
       return node.src[1] != nullptr ? node.src[1]->ne[1] : 0;
     case Op::Rope:
+    case Op::FlashAttnExt:  // [D_v, heads, queries, B]
       return node.ne[2];
     case Op::Im2Col:
       return node.nrows();

@@ -135,6 +135,11 @@ RopeParams rope_params(const Tensor& node) {
   return p;
 }
 
+FlashAttnParams flash_attn_params(const Tensor& node) {
+  expect_op(node, {Op::FlashAttnExt}, "flash_attn_params");
+  return {get_f(node, 0), get_f(node, 1), get_f(node, 2)};
+}
+
 Im2ColParams im2col_params(const Tensor& node) {
   expect_op(node, {Op::Im2Col}, "im2col_params");
   return {get_i(node, 0), get_i(node, 1), get_i(node, 2),     get_i(node, 3),
@@ -262,6 +267,14 @@ void store_params(Tensor& node, const RopeParams& p) {
   set_f(node, 8, p.attn_factor);
   set_f(node, 9, p.beta_fast);
   set_f(node, 10, p.beta_slow);
+}
+
+void store_params(Tensor& node, const FlashAttnParams& p) {
+  expect_op(node, {Op::FlashAttnExt}, "store_params");
+  set_f(node, 0, p.scale);
+  set_f(node, 1, p.max_bias);
+  set_f(node, 2, p.softcap);
+  set_i(node, 3, 0);  // ggml's precision slot: the default (we always compute in f32)
 }
 
 void store_params(Tensor& node, const Im2ColParams& p) {

@@ -21,6 +21,7 @@ void store_params(Tensor& node, const TimestepEmbeddingParams& p);
 void store_params(Tensor& node, const DiagMaskInfParams& p);
 void store_params(Tensor& node, const SoftMaxParams& p);
 void store_params(Tensor& node, const RopeParams& p);
+void store_params(Tensor& node, const FlashAttnParams& p);
 void store_params(Tensor& node, const Im2ColParams& p);
 void store_params(Tensor& node, const Pool2DParams& p);
 void store_params(Tensor& node, SortOrder order);

@@ -441,6 +441,37 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, c
   return t;
 }
 
+Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
+                       float max_bias, float softcap) {
+  constexpr Op op = Op::FlashAttnExt;
+  require_not_null(op, {q, k, v});
+  const std::initializer_list<const Tensor*> all = {q, k, v, mask};
+  require(q->type == DType::F32, op, all, "q must be f32");
+  require(k->type == v->type && (k->type == DType::F32 || k->type == DType::F16), op, all,
+          "k and v must both be f32 or both f16");
+  require(k->ne[0] == q->ne[0], op, all, "k.ne0 {} must equal q.ne0 {} (the head size)", k->ne[0], q->ne[0]);
+  require(v->ne[1] == k->ne[1], op, all, "v.ne1 {} must equal k.ne1 {} (the cells)", v->ne[1], k->ne[1]);
+  require(v->ne[2] == k->ne[2] && v->ne[3] == k->ne[3], op, all,
+          "k and v must have the same heads and batches");
+  require(q->ne[2] % k->ne[2] == 0 && q->ne[3] % k->ne[3] == 0, op, all,
+          "q.ne2/ne3 must be multiples of k.ne2/ne3 (query heads per K/V head)");
+  require(std::isfinite(scale), op, all, "scale must be finite");
+  require(max_bias >= 0.0f && std::isfinite(max_bias), op, all, "max_bias must be finite and >= 0");
+  require(softcap >= 0.0f && std::isfinite(softcap), op, all, "softcap must be finite and >= 0");
+  if (mask != nullptr) {
+    require(mask->type == DType::F32 || mask->type == DType::F16, op, all, "mask must be f16 or f32");
+    require(mask->ne[0] == k->ne[1], op, all, "mask.ne0 {} must equal the cells k.ne1 {}", mask->ne[0],
+            k->ne[1]);
+    require(mask->ne[1] >= q->ne[1], op, all, "mask.ne1 {} must be >= the queries q.ne1 {}", mask->ne[1],
+            q->ne[1]);
+    require(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0, op, all,
+            "mask.ne2/ne3 must tile q.ne2/ne3");
+  }
+  Tensor* t = make_node(ctx, op, DType::F32, {v->ne[0], q->ne[2], q->ne[1], q->ne[3]}, {q, k, v, mask});
+  detail::store_params(*t, FlashAttnParams{scale, max_bias, softcap});
+  return t;
+}
+
 // ---------------------------------------------------------------- convolution, pooling, reductions, sorting
 
 Tensor* im2col(Context& ctx, Tensor* kernel, Tensor* input, int s0, int s1, int p0, int p1, int d0, int d1,

@@ -75,6 +75,8 @@ void compute_node(const ComputeContext& ctx, Tensor& node) {
       return run_diag_mask_inf(ctx, node);
     case Op::SoftMax:
       return run_soft_max(ctx, node);
+    case Op::FlashAttnExt:
+      return run_flash_attn(ctx, node);
     case Op::Rope:
       return run_rope(ctx, node);
     case Op::Im2Col:

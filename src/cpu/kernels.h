@@ -55,6 +55,7 @@ void run_mul_mat(const ComputeContext& ctx, Tensor& dst);    // MUL_MAT         
 void run_diag_mask_inf(const ComputeContext& ctx, Tensor& dst);  // DIAG_MASK_INF  (softmax.cpp)
 void run_soft_max(const ComputeContext& ctx, Tensor& dst);       // SOFT_MAX           (softmax.cpp)
 void run_rope(const ComputeContext& ctx, Tensor& dst);           // ROPE               (rope.cpp)
+void run_flash_attn(const ComputeContext& ctx, Tensor& dst);     // FLASH_ATTN_EXT     (flash_attn.cpp)
 void run_im2col(const ComputeContext& ctx, Tensor& dst);         // IM2COL             (im2col.cpp)
 void run_pool_2d(const ComputeContext& ctx, Tensor& dst);        // POOL_2D            (pool.cpp)
 void run_sum_rows(const ComputeContext& ctx, Tensor& dst);       // SUM_ROWS           (sum_rows.cpp)

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "tessera/buffer.h"
 
 namespace tessera::llm {
 
@@ -130,7 +131,19 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
   Tensor* values = ops::view(ctx, v_cache, {n_kv, hd_v, h.n_head_kv, 1}, v_cache->nb[1],
                              v_cache->nb[1] * static_cast<size_t>(hd_v),
                              v_cache->nb[1] * static_cast<size_t>(h.n_embd_v_kv()), 0);
-  Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);              // [hd, n_tokens, n_head]
+  Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tokens, n_head]
+  // The fused op soft-caps scale * KQ; the composed graph below scales after capping, so the two
+  // agree only when that scale is 1 (Gemma 2's is).
+  const bool host_cache = k_cache->buffer != nullptr && k_cache->buffer->type().is_host();
+  if (b.flash_attn && host_cache && (p.softcap == 0.0f || p.kq_scale == 1.0f)) {
+    // V through the transposed view of the cache ([hd_v, n_kv, n_head_kv]); the result is already
+    // [hd_v, n_head, n_tokens], the merged heads.
+    Tensor* kqv = named(ops::flash_attn_ext(ctx, qp, keys, ops::transpose(ctx, values), b.kq_mask(p.window),
+                                            p.kq_scale, 0.0f, p.softcap),
+                        "kqv_fused", il);
+    cur = ops::reshape(ctx, kqv, hd_v * h.n_head, n_tokens);
+    return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
+  }
   Tensor* kq = named(ops::mul_mat(ctx, keys, qp), "kq", il);  // [n_kv, n_tokens, n_head]
   if (p.softcap != 0.0f) kq = soft_cap(b, kq, p.softcap, "kq_capped", il);
   kq = named(ops::soft_max(ctx, kq, b.kq_mask(p.window), p.kq_scale, 0.0f), "kq_softmax", il);

@@ -28,7 +28,8 @@ struct GraphBuild {
   const Model& model;
   KvCache& cache;
   int64_t n_tokens = 0;
-  int64_t n_kv = 0;  // cells attended: [0, n_kv), padded so that shapes repeat between tokens
+  int64_t n_kv = 0;         // cells attended: [0, n_kv), padded so that shapes repeat between tokens
+  bool flash_attn = false;  // fused attention (FLASH_ATTN_EXT) where the layer's cache is in host memory
   std::vector<KvRun> runs;
   Tensor* tokens = nullptr;                        // I32 [n_tokens]
   Tensor* positions = nullptr;                     // I32 [n_tokens]
@@ -67,7 +68,8 @@ struct AttentionParams {
 // (fused wqkv or separate, with the layer's biases when it has them), per-head Q/K RMS norms when
 // the layer has them, ROPE at the batch positions, K/V stored at the batch's cells, softmax over
 // the cache cells under the mask (K/V heads shared by groups of n_head / n_head_kv query heads),
-// output projection.
+// output projection. The softmax attention is one FLASH_ATTN_EXT node when b.flash_attn is set
+// and the layer's cache is in host memory, else MUL_MAT, SOFT_MAX, MUL_MAT.
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
 
 enum class FfnActivation { Silu, Gelu };

@@ -109,6 +109,7 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
   b.n_tokens = static_cast<int64_t>(n);
   const int64_t pad = options_.kv_pad;
   b.n_kv = std::min(cache_->size(), (cache_->used_end() + pad - 1) / pad * pad);
+  b.flash_attn = options_.flash_attn;
   for (size_t t = 0; t < n; ++t) {
     const int64_t tt = static_cast<int64_t>(t);
     if (!b.runs.empty() && b.runs.back().token + b.runs.back().n == tt &&

@@ -43,7 +43,7 @@ std::vector<float> read_floats(const std::string& path) {
   return out;
 }
 
-void check_against_oracle(const Oracle& o, const LoadOptions& lo) {
+void check_against_oracle(const Oracle& o, const LoadOptions& lo, bool flash_attn) {
   const std::string base = kDir + o.name;
   const std::vector<Token> tokens = read_tokens(base + ".tokens");
   const std::vector<float> expected = read_floats(base + ".logits.bin");
@@ -54,6 +54,7 @@ void check_against_oracle(const Oracle& o, const LoadOptions& lo) {
   SessionOptions so;
   so.n_ctx = std::max<int64_t>(static_cast<int64_t>(tokens.size()), 256);
   so.n_threads = 2;
+  so.flash_attn = flash_attn;
   Session s(*model, so);
   const std::vector<float>& got = s.decode(tokens, /*all_logits=*/true);
   ASSERT_EQ(got.size(), expected.size());
@@ -95,15 +96,17 @@ const Oracle kQuantOracles[] = {
 struct OracleRun {
   std::string device;
   Oracle oracle;
+  bool flash_attn = true;  // the default; on the CPU the float oracles also run the composed ops
 };
 
 // The devices and the oracles each runs: one line per device and set of weight types.
 std::vector<OracleRun> runs() {
   std::vector<OracleRun> out;
-  auto on = [&](const char* device, const auto& oracles) {
-    for (const Oracle& o : oracles) out.push_back({device, o});
+  auto on = [&](const char* device, const auto& oracles, bool flash_attn = true) {
+    for (const Oracle& o : oracles) out.push_back({device, o, flash_attn});
   };
   on("CPU", kFloatOracles);
+  on("CPU", kFloatOracles, /*flash_attn=*/false);
   on("CPU", kQuantOracles);
 #if TESSERA_HAVE_OPENCL
   // Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
@@ -114,7 +117,7 @@ std::vector<OracleRun> runs() {
 }
 
 std::string run_name(const testing::TestParamInfo<OracleRun>& info) {
-  std::string s = info.param.device + "_" + info.param.oracle.name;
+  std::string s = info.param.device + (info.param.flash_attn ? "_" : "_composed_") + info.param.oracle.name;
   for (char& c : s)
     if (c == '-') c = '_';
   return s;
@@ -133,7 +136,7 @@ TEST_P(ArchitectureOracle, Matches) {
     lo.n_gpu_layers = 99;
     lo.device = r.device;
   }
-  check_against_oracle(r.oracle, lo);
+  check_against_oracle(r.oracle, lo, r.flash_attn);
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, ArchitectureOracle, testing::ValuesIn(runs()), run_name);

@@ -29,6 +29,7 @@ struct RunArgs {
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40;
   bool report = false;
+  std::string flash_attn = "on";
   bool no_mmap = false;
   bool ignore_eos = false;
   int stats_every = 0;
@@ -61,6 +62,7 @@ void run(const RunArgs& a) {
   llm::SessionOptions so;
   so.n_ctx = a.n_ctx;
   so.n_threads = a.threads;
+  so.flash_attn = a.flash_attn == "on";
   llm::Session session(*model, so);
   const double load_ms = ms_since(t_load);
 
@@ -171,6 +173,10 @@ void add_run(CLI::App& app) {
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload to the device")
       ->check(non_negative());
   cmd->add_option("--device", args->device, "device for offloaded layers (e.g. OpenCL0)");
+  cmd->add_option(
+         "--flash-attn", args->flash_attn,
+         "on: fused attention (FLASH_ATTN_EXT) for the layers on the CPU; off: MUL_MAT, SOFT_MAX, MUL_MAT")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "generate -n tokens even past end-of-generation tokens");
   cmd->add_option("--stats-every", args->stats_every,

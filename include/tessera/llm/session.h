@@ -29,6 +29,10 @@ struct SessionOptions {
   // one graph shape for kv_pad tokens and the scheduler can reuse its plan. 32 costs little
   // attention work on small models (256 made tg on stories260K 14% slower on the CPU).
   int64_t kv_pad = 32;
+  // Attention through the fused FLASH_ATTN_EXT op (online softmax over the cache, no KQ matrix) in
+  // layers whose KV cache is in host memory; off: MUL_MAT, SOFT_MAX, MUL_MAT as before. Device
+  // layers always take the composed ops, which the devices run.
+  bool flash_attn = true;
 };
 
 class Session {

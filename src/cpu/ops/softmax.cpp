@@ -1,4 +1,5 @@
-// DIAG_MASK_INF and SOFT_MAX reference kernels (optional F16/F32 mask, scale, ALiBi slopes).
+// DIAG_MASK_INF and SOFT_MAX kernels (optional F16/F32 mask, scale, ALiBi slopes). SOFT_MAX's fast
+// path differs from the reference only in its exp (vec_math.h: the AVX2 exp where the CPU has it).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +8,7 @@
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "cpu/vec_math.h"
 #include "tessera/op_constants.h"
 
 namespace tessera::cpu {
@@ -47,6 +49,7 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
   const float scale = params.scale;
   const AlibiSlopes alibi = alibi_slopes(params.max_bias, a.ne[2]);
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const vec::MathKernels* fast = ctx.reference() ? nullptr : &vec::math();
   ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
     std::vector<float> m(mask != nullptr ? static_cast<size_t>(ne0) : 0);
     for (int64_t r = begin; r < end; ++r) {
@@ -69,9 +72,13 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
         continue;
       }
       double sum = 0.0;
-      for (int64_t i = 0; i < ne0; ++i) {
-        w[i] = std::exp(w[i] - max);
-        sum += w[i];
+      if (fast != nullptr) {
+        sum = fast->exp_sum(w, w, ne0, max);
+      } else {
+        for (int64_t i = 0; i < ne0; ++i) {
+          w[i] = std::exp(w[i] - max);
+          sum += w[i];
+        }
       }
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t i = 0; i < ne0; ++i) w[i] *= inv;

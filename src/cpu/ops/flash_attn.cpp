@@ -1,0 +1,316 @@
+// FLASH_ATTN_EXT: fused attention (ops.h). The reference computes every score of a query row, then
+// the softmax and the weighted sum of V, all in double. The fast path never holds a row's scores:
+// it walks K/V in blocks of cells with an online softmax (running max and sum, the accumulator
+// rescaled when the max grows), reads F16 K/V straight from the cache's layout (V as rows or as
+// the transposed view the KV cache stores), skips blocks the mask hides entirely, and lets the
+// query heads that share a K/V head read each block while it is in cache.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/check.h"
+#include "cpu/element.h"
+#include "cpu/kernels.h"
+#include "cpu/vec_math.h"
+#include "tessera/convert.h"
+#include "tessera/op_constants.h"
+
+namespace tessera::cpu {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct Shapes {
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+  const Tensor* mask;
+  int64_t d, d_v, n_kv, n_q, n_head, n_batch;
+  int64_t heads_per_kv, batches_per_kv;  // query heads (batches) per K/V head (batch)
+  float score_scale;                     // scale, or scale / softcap when soft-capping
+  float softcap;
+  AlibiSlopes alibi;
+};
+
+Shapes shapes_of(const Tensor& dst) {
+  const Tensor& q = *dst.src[0];
+  const Tensor& k = *dst.src[1];
+  const Tensor& v = *dst.src[2];
+  const Tensor* mask = dst.src[3];
+  TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous());
+  if (q.type != DType::F32 || k.type != v.type || (k.type != DType::F32 && k.type != DType::F16))
+    raise(ErrorCode::Unsupported, "CPU: FLASH_ATTN_EXT needs f32 q and f32 or f16 k/v, got {}, {}, {}",
+          q.describe(), k.describe(), v.describe());
+  if (k.ne[0] != q.ne[0] || v.ne[1] != k.ne[1] || v.ne[2] != k.ne[2] || v.ne[3] != k.ne[3] ||
+      q.ne[2] % k.ne[2] != 0 || q.ne[3] % k.ne[3] != 0 || dst.ne[0] != v.ne[0] || dst.ne[1] != q.ne[2] ||
+      dst.ne[2] != q.ne[1] || dst.ne[3] != q.ne[3])
+    raise(ErrorCode::InvalidArgument, "FLASH_ATTN_EXT: shapes do not fit: q {}, k {}, v {}, result {}",
+          q.describe(), k.describe(), v.describe(), dst.describe());
+  if (mask != nullptr && ((mask->type != DType::F32 && mask->type != DType::F16) || mask->ne[0] != k.ne[1] ||
+                          mask->ne[1] < q.ne[1] || q.ne[2] % mask->ne[2] != 0 || q.ne[3] % mask->ne[3] != 0))
+    raise(ErrorCode::InvalidArgument, "FLASH_ATTN_EXT: mask {} does not fit q {}, k {}", mask->describe(),
+          q.describe(), k.describe());
+  const FlashAttnParams p = flash_attn_params(dst);
+  return Shapes{q,
+                k,
+                v,
+                mask,
+                q.ne[0],
+                v.ne[0],
+                k.ne[1],
+                q.ne[1],
+                q.ne[2],
+                q.ne[3],
+                q.ne[2] / k.ne[2],
+                q.ne[3] / k.ne[3],
+                p.softcap != 0.0f ? p.scale / p.softcap : p.scale,
+                p.softcap,
+                alibi_slopes(p.max_bias, q.ne[2])};
+}
+
+// A raw score k^T q becomes the logit the softmax sees (before the mask).
+inline float logit(const Shapes& s, float dot) {
+  const float x = dot * s.score_scale;
+  return s.softcap != 0.0f ? s.softcap * std::tanh(x) : x;
+}
+
+// ---------------------------------------------------------------- reference
+
+void reference(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
+  ctx.parallel_for(s.n_q * s.n_head * s.n_batch, [&](int64_t begin, int64_t end) {
+    std::vector<float> q(static_cast<size_t>(s.d)), k(static_cast<size_t>(s.d)),
+        v(static_cast<size_t>(s.d_v));
+    std::vector<float> m(s.mask != nullptr ? static_cast<size_t>(s.n_kv) : 0);
+    std::vector<double> w(static_cast<size_t>(s.n_kv)), out(static_cast<size_t>(s.d_v));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t iq1 = r % s.n_q, iq2 = (r / s.n_q) % s.n_head, iq3 = r / (s.n_q * s.n_head);
+      const int64_t ik2 = iq2 / s.heads_per_kv, ik3 = iq3 / s.batches_per_kv;
+      load_row_f32(s.q, iq1, iq2, iq3, q.data());
+      if (s.mask != nullptr) load_row_f32(*s.mask, iq1, iq2 % s.mask->ne[2], iq3 % s.mask->ne[3], m.data());
+      const float slope = s.alibi.slope(iq2);
+      double max = -INFINITY;
+      for (int64_t j = 0; j < s.n_kv; ++j) {
+        load_row_f32(s.k, j, ik2, ik3, k.data());
+        double dot = 0.0;
+        for (int64_t i = 0; i < s.d; ++i)
+          dot += static_cast<double>(q[static_cast<size_t>(i)]) * k[static_cast<size_t>(i)];
+        float x = logit(s, static_cast<float>(dot));
+        if (s.mask != nullptr) x += slope * m[static_cast<size_t>(j)];
+        w[static_cast<size_t>(j)] = x;
+        max = std::max(max, static_cast<double>(x));
+      }
+      float* y = reinterpret_cast<float*>(dst.at(0, iq2, iq1, iq3));
+      if (max == -INFINITY) {  // every cell masked: zeros, as SOFT_MAX defines such a row
+        std::fill(y, y + s.d_v, 0.0f);
+        continue;
+      }
+      double sum = 0.0;
+      for (double& x : w) sum += (x = std::exp(x - max));
+      std::fill(out.begin(), out.end(), 0.0);
+      for (int64_t j = 0; j < s.n_kv; ++j) {
+        if (w[static_cast<size_t>(j)] == 0.0) continue;
+        load_row_f32(s.v, j, ik2, ik3, v.data());
+        for (int64_t i = 0; i < s.d_v; ++i)
+          out[static_cast<size_t>(i)] += w[static_cast<size_t>(j)] * v[static_cast<size_t>(i)];
+      }
+      for (int64_t i = 0; i < s.d_v; ++i) y[i] = static_cast<float>(out[static_cast<size_t>(i)] / sum);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- fast path
+
+constexpr int64_t kBlock = 64;  // cells per online-softmax step
+// Query vectors (heads x rows) sharing one pass over K/V.
+constexpr int64_t kQueriesPerTask = vec::kMaxDotRows;
+
+// How the fast path reads V: rows of d_v contiguous elements (ggml's layout), or the transposed
+// view of our KV cache (each channel's cells contiguous).
+enum class VLayout { Rows, Channels };
+
+template <typename T>
+const T* element_ptr(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  return reinterpret_cast<const T*>(t.at(i0, i1, i2, i3));
+}
+
+// One query vector's running state.
+struct QueryState {
+  int64_t iq1 = 0, iq2 = 0;
+  float max = kNegInf;
+  double sum = 0.0;
+};
+
+// Queries [task's heads] x [task's rows] of one K/V head and batch, over all cells. Per block of
+// cells: the mask rows, every score (each K row read once for all the task's queries), then per
+// query the online softmax step, then V (each V row or channel read once for all of them).
+template <typename KV>
+void attend(const Shapes& s, const vec::MathKernels& mk, VLayout layout, int64_t iq3, int64_t ik2,
+            int64_t head0, int64_t n_heads, int64_t row0, int64_t n_rows, Tensor& dst,
+            std::vector<float>& work) {
+  constexpr bool kF16 = std::is_same_v<KV, uint16_t>;
+  const int n = static_cast<int>(n_heads * n_rows);
+  const int64_t ik3 = iq3 / s.batches_per_kv;
+  const size_t d = static_cast<size_t>(s.d), d_v = static_cast<size_t>(s.d_v), nq = static_cast<size_t>(n);
+  work.resize(nq * (d + d_v + 3 * kBlock));
+  float* qs = work.data();              // [n][d]
+  float* acc = qs + nq * d;             // [n][d_v]
+  float* scores = acc + nq * d_v;       // [n][kBlock]: logits, then probabilities
+  float* masks = scores + nq * kBlock;  // [n][kBlock]: slope * mask
+  float* raw = masks + nq * kBlock;     // [kBlock][n]: dot products as they come
+  QueryState st[vec::kMaxDotRows];
+  bool live[vec::kMaxDotRows];  // the block holds a cell this query sees
+  float correction[vec::kMaxDotRows];
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const size_t i = static_cast<size_t>(h * n_rows + r);
+      st[i].iq1 = row0 + r;
+      st[i].iq2 = head0 + h;
+      load_row_f32(s.q, st[i].iq1, st[i].iq2, iq3, qs + i * d);
+    }
+  std::fill(acc, acc + nq * d_v, 0.0f);
+  auto dot_rows = [&](const KV* a, const float* b, int64_t stride, int64_t len, float* out) {
+    if constexpr (kF16)
+      mk.dot_rows_f16(a, b, stride, n, len, out);
+    else
+      mk.dot_rows_f32(a, b, stride, n, len, out);
+  };
+  auto scale_add = [&](float* y, float sc, float w, const KV* a, int64_t len) {
+    if constexpr (kF16)
+      mk.scale_add_f16(y, sc, w, a, len);
+    else
+      mk.scale_add_f32(y, sc, w, a, len);
+  };
+  for (int64_t j0 = 0; j0 < s.n_kv; j0 += kBlock) {
+    const int64_t nb = std::min(kBlock, s.n_kv - j0);
+    bool any = false;
+    for (size_t i = 0; i < nq; ++i) {
+      live[i] = true;
+      if (s.mask == nullptr) continue;
+      float* m = masks + i * kBlock;
+      const char* mrow = s.mask->at(j0, st[i].iq1, st[i].iq2 % s.mask->ne[2], iq3 % s.mask->ne[3]);
+      if (s.mask->nb[0] == sizeof(float) && s.mask->type == DType::F32)
+        std::memcpy(m, mrow, static_cast<size_t>(nb) * sizeof(float));
+      else if (s.mask->nb[0] == 2 && s.mask->type == DType::F16)
+        fp16_to_fp32_row(reinterpret_cast<const uint16_t*>(mrow), m, nb);
+      else
+        for (int64_t b = 0; b < nb; ++b) m[b] = load_f32(s.mask->type, mrow + b * s.mask->nb[0]);
+      const float slope = s.alibi.slope(st[i].iq2);
+      bool seen = false;
+      for (int64_t b = 0; b < nb; ++b) {
+        m[b] *= slope;
+        seen = seen || m[b] != kNegInf;
+      }
+      live[i] = seen;
+      any = any || seen;
+    }
+    if (s.mask != nullptr && !any) continue;  // the mask hides the whole block from every query
+    for (int64_t b = 0; b < nb; ++b)
+      dot_rows(element_ptr<KV>(s.k, 0, j0 + b, ik2, ik3), qs, s.d, s.d, raw + b * n);
+    for (size_t i = 0; i < nq; ++i) {
+      float* x = scores + i * kBlock;
+      correction[i] = 1.0f;
+      if (!live[i]) {
+        std::fill(x, x + nb, 0.0f);  // weights 0: V adds nothing to this query
+        continue;
+      }
+      float block_max = kNegInf;
+      for (int64_t b = 0; b < nb; ++b) {
+        x[b] = logit(s, raw[b * n + static_cast<int64_t>(i)]);
+        if (s.mask != nullptr) x[b] += masks[i * kBlock + static_cast<size_t>(b)];
+        block_max = std::max(block_max, x[b]);
+      }
+      QueryState& q = st[i];
+      const float new_max = std::max(q.max, block_max);
+      correction[i] = q.max == kNegInf ? 0.0f : std::exp(q.max - new_max);
+      q.sum = q.sum * correction[i] + mk.exp_sum(x, x, nb, new_max);
+      q.max = new_max;
+    }
+    if (layout == VLayout::Rows) {
+      for (size_t i = 0; i < nq; ++i) {
+        float* a = acc + i * d_v;
+        const float* p = scores + i * kBlock;
+        float sc = correction[i];
+        for (int64_t b = 0; b < nb; ++b) {
+          if (p[b] == 0.0f) continue;
+          scale_add(a, sc, p[b], element_ptr<KV>(s.v, 0, j0 + b, ik2, ik3), s.d_v);
+          sc = 1.0f;
+        }
+        if (sc != 1.0f)
+          for (size_t c = 0; c < d_v; ++c) a[c] *= sc;
+      }
+    } else {
+      float sums[vec::kMaxDotRows];
+      for (size_t c = 0; c < d_v; ++c) {
+        dot_rows(element_ptr<KV>(s.v, static_cast<int64_t>(c), j0, ik2, ik3), scores, kBlock, nb, sums);
+        for (size_t i = 0; i < nq; ++i) acc[i * d_v + c] = acc[i * d_v + c] * correction[i] + sums[i];
+      }
+    }
+  }
+  for (size_t i = 0; i < nq; ++i) {
+    float* y = reinterpret_cast<float*>(dst.at(0, st[i].iq2, st[i].iq1, iq3));
+    const float* a = acc + i * d_v;
+    if (st[i].sum == 0.0) {
+      std::fill(y, y + s.d_v, 0.0f);
+      continue;
+    }
+    const float inv = static_cast<float>(1.0 / st[i].sum);
+    for (size_t c = 0; c < d_v; ++c) y[c] = a[c] * inv;
+  }
+}
+
+// The fast path reads K rows and V rows or channels through plain pointers.
+bool fast_layout(const Shapes& s, VLayout& layout) {
+  const size_t es = traits(s.k.type).block_bytes;
+  if (s.k.nb[0] != es || reinterpret_cast<uintptr_t>(s.k.data) % es != 0) return false;
+  if (s.v.nb[0] == es) {
+    layout = VLayout::Rows;
+    return true;
+  }
+  if (s.v.nb[1] == es) {
+    layout = VLayout::Channels;
+    return true;
+  }
+  return false;
+}
+
+void fast(const ComputeContext& ctx, const Shapes& s, VLayout layout, Tensor& dst) {
+  const vec::MathKernels& mk = vec::math();
+  // A task: one batch, one K/V head, a group of its query heads and a tile of query rows, at most
+  // kQueriesPerTask query vectors. Heads of one group go together so that they share each K/V
+  // block; rows tile the rest.
+  const int64_t n_kv_heads = s.n_head / s.heads_per_kv;
+  const int64_t heads = std::min(s.heads_per_kv, kQueriesPerTask);
+  const int64_t head_groups = (s.heads_per_kv + heads - 1) / heads;
+  const int64_t rows = std::max<int64_t>(1, kQueriesPerTask / heads);
+  const int64_t row_tiles = (s.n_q + rows - 1) / rows;
+  const int64_t n_tasks = s.n_batch * n_kv_heads * head_groups * row_tiles;
+  ctx.parallel_for(n_tasks, [&](int64_t begin, int64_t end) {
+    std::vector<float> work;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t tile = t % row_tiles, group = (t / row_tiles) % head_groups,
+                    ik2 = (t / (row_tiles * head_groups)) % n_kv_heads,
+                    iq3 = t / (row_tiles * head_groups * n_kv_heads);
+      const int64_t head0 = ik2 * s.heads_per_kv + group * heads;
+      const int64_t n_heads = std::min(heads, (ik2 + 1) * s.heads_per_kv - head0);
+      const int64_t row0 = tile * rows, n_rows = std::min(rows, s.n_q - row0);
+      if (s.k.type == DType::F16)
+        attend<uint16_t>(s, mk, layout, iq3, ik2, head0, n_heads, row0, n_rows, dst, work);
+      else
+        attend<float>(s, mk, layout, iq3, ik2, head0, n_heads, row0, n_rows, dst, work);
+    }
+  });
+}
+
+}  // namespace
+
+void run_flash_attn(const ComputeContext& ctx, Tensor& dst) {
+  const Shapes s = shapes_of(dst);
+  VLayout layout = VLayout::Rows;
+  if (ctx.reference() || !fast_layout(s, layout)) return reference(ctx, s, dst);
+  fast(ctx, s, layout, dst);
+}
+
+}  // namespace tessera::cpu

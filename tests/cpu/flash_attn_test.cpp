@@ -1,0 +1,244 @@
+// FLASH_ATTN_EXT on the CPU, reference and fast kernels: hand-computed attention, grouped heads,
+// masks, ALiBi and soft-capping, and the fused result against the composed graph the model
+// builders used before it (MUL_MAT, SOFT_MAX, MUL_MAT over the KV cache's F16 layout).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "support/tensor_data.h"
+#include "tessera/context.h"
+#include "tessera/ops.h"
+
+namespace tessera {
+namespace {
+
+using test::compute;
+using test::fill;
+using test::get;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr cpu::KernelSet kBoth[] = {cpu::KernelSet::Reference, cpu::KernelSet::Fast};
+
+const char* kernels_name(cpu::KernelSet k) { return k == cpu::KernelSet::Fast ? "fast" : "reference"; }
+
+// One query, two cells: scores [0, ln 3] give weights [1/4, 3/4]; v0 = [4, 8], v1 = [8, 0], so
+// out = [1 + 6, 2 + 0] = [7, 2].
+TEST(CpuFlashAttn, HandComputedTwoCells) {
+  for (DType kv : {DType::F32, DType::F16})
+    for (cpu::KernelSet ks : kBoth) {
+      Context ctx(true);
+      Tensor* q = ctx.new_tensor(DType::F32, 2, 1, 1);
+      Tensor* k = ctx.new_tensor(kv, 2, 2, 1);
+      Tensor* v = ctx.new_tensor(kv, 2, 2, 1);
+      fill(q, {1, 0});
+      fill(k, {0, 5, 1, -5});  // q.k = 0 and 1; the scale ln 3 makes them 0 and ln 3
+      fill(v, {4, 8, 8, 0});
+      Tensor* out = ops::flash_attn_ext(ctx, q, k, v, nullptr, std::log(3.0f));
+      ASSERT_EQ(out->ne[0], 2);
+      ASSERT_EQ(out->ne[1], 1);
+      compute(out, 1, ks);
+      EXPECT_NEAR(get(*out, 0, 0), 7.0f, 2e-6f) << name(kv) << " " << kernels_name(ks);
+      EXPECT_NEAR(get(*out, 1, 0), 2.0f, 2e-6f) << name(kv) << " " << kernels_name(ks);
+    }
+}
+
+// Two query heads share one K/V head; query row 0 may see cell 0 only, row 1 both. The result is
+// [d_v, heads, queries]: heads come before queries.
+TEST(CpuFlashAttn, GroupedHeadsMaskAndResultLayout) {
+  for (cpu::KernelSet ks : kBoth) {
+    Context ctx(true);
+    Tensor* q = ctx.new_tensor(DType::F32, 1, 2, 2);  // [d=1, 2 queries, 2 heads]
+    fill(q, {0, 0, 1, 1});                            // head 0 scores 0 everywhere, head 1 scores k
+    Tensor* k = ctx.new_tensor(DType::F16, 1, 2, 1);
+    fill(k, {0, 0.6931472f});  // ln 2 (f16 rounds it; the expectation uses the rounded value)
+    Tensor* v = ctx.new_tensor(DType::F16, 3, 2, 1);
+    fill(v, {1, 2, 3, 5, 7, 9});
+    Tensor* mask = ctx.new_tensor(DType::F16, 2, 2);
+    fill(mask, {0, -kInf, 0, 0});
+    Tensor* out = ops::flash_attn_ext(ctx, q, k, v, mask, 1.0f);
+    ASSERT_EQ(out->ne[0], 3);
+    ASSERT_EQ(out->ne[1], 2);  // heads
+    ASSERT_EQ(out->ne[2], 2);  // queries
+    test::expect_thread_independent(out);
+    compute(out, 2, ks);
+    const double e = std::exp(static_cast<double>(get(*k, 0, 1)));  // about 2
+    const double v0[3] = {1, 2, 3}, v1[3] = {5, 7, 9};
+    for (int c = 0; c < 3; ++c) {
+      SCOPED_TRACE(kernels_name(ks));
+      EXPECT_NEAR(get(*out, c, 0, 0), v0[c], 1e-6);                          // head 0, query 0: cell 0 only
+      EXPECT_NEAR(get(*out, c, 1, 0), v0[c], 1e-6);                          // head 1, query 0: cell 0 only
+      EXPECT_NEAR(get(*out, c, 0, 1), (v0[c] + v1[c]) / 2, 1e-6);            // head 0, query 1: equal weights
+      EXPECT_NEAR(get(*out, c, 1, 1), (v0[c] + e * v1[c]) / (1 + e), 1e-5);  // head 1: weights 1 : e
+    }
+  }
+}
+
+TEST(CpuFlashAttn, FullyMaskedRowIsZeros) {
+  for (cpu::KernelSet ks : kBoth) {
+    Context ctx(true);
+    Tensor* q = ctx.new_tensor(DType::F32, 8, 2, 1);
+    Tensor* k = ctx.new_tensor(DType::F16, 8, 70, 1);
+    Tensor* v = ctx.new_tensor(DType::F16, 8, 70, 1);
+    test::fill_random(q, 1);
+    test::fill_random(k, 2);
+    test::fill_random(v, 3);
+    Tensor* mask = ctx.new_tensor(DType::F32, 70, 2);
+    std::vector<float> m(140, 0.0f);
+    for (int j = 0; j < 70; ++j) m[static_cast<size_t>(j)] = -kInf;  // row 0: every cell hidden
+    fill(mask, m);
+    Tensor* out = ops::flash_attn_ext(ctx, q, k, v, mask, 0.3f);
+    compute(out, 1, ks);
+    for (int c = 0; c < 8; ++c) EXPECT_EQ(get(*out, c, 0, 0), 0.0f) << kernels_name(ks);
+    double norm = 0;
+    for (int c = 0; c < 8; ++c) norm += std::fabs(get(*out, c, 0, 1));
+    EXPECT_GT(norm, 0.0);
+  }
+}
+
+// ALiBi: with 2 heads n = 2, max_bias 4 gives slopes 2^-2 and 2^-4; a mask of [0, 8] then adds
+// [0, 2] and [0, 0.5] to scores of 0, so cell 1 weighs sigmoid(2) and sigmoid(0.5).
+TEST(CpuFlashAttn, AlibiSlopesScaleTheMask) {
+  for (cpu::KernelSet ks : kBoth) {
+    Context ctx(true);
+    Tensor* q = ctx.new_tensor(DType::F32, 1, 1, 2);
+    fill(q, {0, 0});
+    Tensor* k = ctx.new_tensor(DType::F32, 1, 2, 1);
+    fill(k, {1, 1});
+    Tensor* v = ctx.new_tensor(DType::F32, 1, 2, 1);
+    fill(v, {0, 1});
+    Tensor* mask = ctx.new_tensor(DType::F32, 2, 1);
+    fill(mask, {0, 8});
+    Tensor* out = ops::flash_attn_ext(ctx, q, k, v, mask, 1.0f, 4.0f);
+    compute(out, 1, ks);
+    EXPECT_NEAR(get(*out, 0, 0), 1 / (1 + std::exp(-2.0)), 1e-6) << kernels_name(ks);
+    EXPECT_NEAR(get(*out, 0, 1), 1 / (1 + std::exp(-0.5)), 1e-6) << kernels_name(ks);
+  }
+}
+
+// Soft-capping: scores 0 and 30 with cap 10 become 0 and 10 tanh(3), so cell 1 weighs
+// sigmoid(10 tanh 3).
+TEST(CpuFlashAttn, SoftcapBoundsTheScores) {
+  for (cpu::KernelSet ks : kBoth) {
+    Context ctx(true);
+    Tensor* q = ctx.new_tensor(DType::F32, 1, 1, 1);
+    fill(q, {3});
+    Tensor* k = ctx.new_tensor(DType::F16, 1, 2, 1);
+    fill(k, {0, 1});
+    Tensor* v = ctx.new_tensor(DType::F16, 1, 2, 1);
+    fill(v, {0, 1});
+    Tensor* out = ops::flash_attn_ext(ctx, q, k, v, nullptr, 10.0f, 0.0f, 10.0f);
+    compute(out, 1, ks);
+    EXPECT_NEAR(get(*out, 0, 0), 1 / (1 + std::exp(-10 * std::tanh(3.0))), 1e-6) << kernels_name(ks);
+  }
+}
+
+// The attention of src/llm/blocks.cpp before the fused op: K [d, n_kv, kv_heads] and V transposed
+// ([n_kv, d] per head, as the KV cache stores it) in F16, queries permuted to [d, n_q, heads],
+// kq = MUL_MAT(K, Q), optionally soft-capped, SOFT_MAX with mask and scale, MUL_MAT(V, kq), then
+// heads before queries. FLASH_ATTN_EXT over the same tensors must give the same values.
+TEST(CpuFlashAttn, MatchesComposedMulMatSoftMaxMulMat) {
+  struct Shape {
+    int64_t d, n_kv, n_q, heads, kv_heads;
+    float softcap;
+  };
+  for (const Shape& sh : {Shape{64, 300, 1, 8, 2, 0.0f}, Shape{64, 130, 9, 4, 4, 0.0f},
+                          Shape{32, 77, 5, 6, 3, 0.0f}, Shape{64, 96, 4, 4, 2, 30.0f}}) {
+    SCOPED_TRACE(testing::Message() << "d=" << sh.d << " n_kv=" << sh.n_kv << " n_q=" << sh.n_q << " heads="
+                                    << sh.heads << "/" << sh.kv_heads << " softcap=" << sh.softcap);
+    Context ctx(true);
+    Tensor* q3 = ctx.new_tensor(DType::F32, sh.d, sh.heads, sh.n_q);  // as ROPE leaves it
+    test::fill_random(q3, 10, -2.0f, 2.0f);
+    Tensor* k = ctx.new_tensor(DType::F16, sh.d, sh.n_kv, sh.kv_heads);
+    test::fill_random(k, 11, -2.0f, 2.0f);
+    Tensor* vt = ctx.new_tensor(DType::F16, sh.n_kv, sh.d, sh.kv_heads);
+    test::fill_random(vt, 12);
+    Tensor* mask = ctx.new_tensor(DType::F32, sh.n_kv, sh.n_q);
+    std::vector<float> m(static_cast<size_t>(sh.n_kv * sh.n_q), 0.0f);
+    for (int64_t i = 0; i < sh.n_q; ++i)  // causal over the last n_q cells, and a few cells hidden
+      for (int64_t j = 0; j < sh.n_kv; ++j)
+        if (j > sh.n_kv - sh.n_q + i || j % 11 == 3) m[static_cast<size_t>(i * sh.n_kv + j)] = -kInf;
+    fill(mask, m);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d));
+
+    Tensor* qp = ops::permute(ctx, q3, 0, 2, 1, 3);  // [d, n_q, heads]
+    Tensor* kq = ops::mul_mat(ctx, k, qp);
+    float sm_scale = scale;
+    if (sh.softcap != 0.0f) {
+      kq = ops::scale(ctx, ops::tanh(ctx, ops::scale(ctx, kq, scale / sh.softcap)), sh.softcap);
+      sm_scale = 1.0f;
+    }
+    kq = ops::soft_max(ctx, kq, mask, sm_scale);
+    Tensor* kqv = ops::mul_mat(ctx, vt, kq);                                // [d, n_q, heads]
+    Tensor* composed = ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [d, heads, n_q]
+    compute(composed, 1, cpu::KernelSet::Reference);
+
+    Tensor* fused = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, scale, 0.0f, sh.softcap);
+    ASSERT_TRUE(fused->same_shape(*composed));
+    for (cpu::KernelSet ks : kBoth) {
+      compute(fused, 2, ks);
+      double worst = 0;
+      for (int64_t i2 = 0; i2 < sh.n_q; ++i2)
+        for (int64_t i1 = 0; i1 < sh.heads; ++i1)
+          for (int64_t i0 = 0; i0 < sh.d; ++i0)
+            worst = std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
+      EXPECT_LT(worst, 2e-6) << kernels_name(ks);
+    }
+  }
+}
+
+// Each query row's result is the same alone as in a batch, and on any number of threads.
+TEST(CpuFlashAttn, RowsDoNotDependOnTheBatchOrThreads) {
+  Context ctx(true);
+  Tensor* q = ctx.new_tensor(DType::F32, 64, 13, 4);
+  test::fill_random(q, 20);
+  Tensor* k = ctx.new_tensor(DType::F16, 64, 200, 2);
+  test::fill_random(k, 21);
+  Tensor* v = ctx.new_tensor(DType::F16, 64, 200, 2);
+  test::fill_random(v, 22);
+  Tensor* batch = ops::flash_attn_ext(ctx, q, k, v, nullptr, 0.125f);
+  test::expect_thread_independent(batch);
+  for (int threads : {1, 3}) {
+    compute(batch, threads, cpu::KernelSet::Fast);
+    for (int64_t r : {0, 6, 12}) {
+      Tensor* row =
+          ops::view(ctx, q, {64, 1, 4, 1}, q->nb[1], q->nb[2], q->nb[3], static_cast<size_t>(r) * q->nb[1]);
+      Tensor* alone = ops::flash_attn_ext(ctx, row, k, v, nullptr, 0.125f);
+      compute(alone, 1, cpu::KernelSet::Fast);
+      for (int64_t h = 0; h < 4; ++h)
+        for (int64_t c = 0; c < 64; ++c)
+          ASSERT_EQ(get(*alone, c, h, 0), get(*batch, c, h, r)) << r << " " << h;
+    }
+  }
+}
+
+TEST(CpuFlashAttn, BuilderRejectsBadOperands) {
+  Context ctx(true);
+  Tensor* q = ctx.new_tensor(DType::F32, 16, 3, 4);
+  Tensor* k = ctx.new_tensor(DType::F16, 16, 10, 2);
+  Tensor* v = ctx.new_tensor(DType::F16, 16, 10, 2);
+  auto fa = [&](Tensor* qq, Tensor* kk, Tensor* vv, Tensor* mm, float softcap = 0.0f, float max_bias = 0.0f) {
+    ops::flash_attn_ext(ctx, qq, kk, vv, mm, 1.0f, max_bias, softcap);
+  };
+  test::expect_op_error([&] { fa(q, ctx.new_tensor(DType::F16, 8, 10, 2), v, nullptr); }, "FLASH_ATTN_EXT");
+  test::expect_op_error([&] { fa(q, k, ctx.new_tensor(DType::F16, 16, 11, 2), nullptr); }, "FLASH_ATTN_EXT");
+  test::expect_op_error(
+      [&] { fa(q, ctx.new_tensor(DType::F16, 16, 10, 3), ctx.new_tensor(DType::F16, 16, 10, 3), nullptr); },
+      "FLASH_ATTN_EXT");
+  test::expect_op_error([&] { fa(q, k, ctx.new_tensor(DType::F32, 16, 10, 2), nullptr); }, "FLASH_ATTN_EXT");
+  test::expect_op_error([&] { fa(ctx.new_tensor(DType::F16, 16, 3, 4), k, v, nullptr); }, "FLASH_ATTN_EXT");
+  test::expect_op_error([&] { fa(q, k, v, ctx.new_tensor(DType::F16, 9, 3)); }, "FLASH_ATTN_EXT");
+  test::expect_op_error([&] { fa(q, k, v, ctx.new_tensor(DType::F16, 10, 2)); }, "FLASH_ATTN_EXT");
+  test::expect_op_error([&] { fa(q, k, v, nullptr, -1.0f); }, "FLASH_ATTN_EXT");
+  test::expect_op_error([&] { fa(q, k, v, nullptr, 0.0f, -1.0f); }, "FLASH_ATTN_EXT");
+  test::expect_op_error([&] { fa(q, k, v, nullptr, kInf); }, "FLASH_ATTN_EXT");
+  Tensor* ok = ops::flash_attn_ext(ctx, q, k, v, ctx.new_tensor(DType::F16, 10, 8), 0.5f, 2.0f, 30.0f);
+  EXPECT_EQ(ok->ne, (std::array<int64_t, 4>{16, 4, 3, 1}));
+  const FlashAttnParams p = flash_attn_params(*ok);
+  EXPECT_EQ(p.scale, 0.5f);
+  EXPECT_EQ(p.max_bias, 2.0f);
+  EXPECT_EQ(p.softcap, 30.0f);
+}
+
+}  // namespace
+}  // namespace tessera
