@@ -96,18 +96,19 @@ const Oracle kQuantOracles[] = {
 struct OracleRun {
   std::string device;
   Oracle oracle;
-  bool flash_attn = true;  // the default; on the CPU the float oracles also run the composed ops
+  bool flash_attn = false;  // the default (composed attention); the CPU also runs every oracle fused
 };
 
 // The devices and the oracles each runs: one line per device and set of weight types.
 std::vector<OracleRun> runs() {
   std::vector<OracleRun> out;
-  auto on = [&](const char* device, const auto& oracles, bool flash_attn = true) {
+  auto on = [&](const char* device, const auto& oracles, bool flash_attn = false) {
     for (const Oracle& o : oracles) out.push_back({device, o, flash_attn});
   };
   on("CPU", kFloatOracles);
-  on("CPU", kFloatOracles, /*flash_attn=*/false);
+  on("CPU", kFloatOracles, /*flash_attn=*/true);
   on("CPU", kQuantOracles);
+  on("CPU", kQuantOracles, /*flash_attn=*/true);
 #if TESSERA_HAVE_OPENCL
   // Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
   on("OpenCL0", kFloatOracles);
@@ -117,7 +118,7 @@ std::vector<OracleRun> runs() {
 }
 
 std::string run_name(const testing::TestParamInfo<OracleRun>& info) {
-  std::string s = info.param.device + (info.param.flash_attn ? "_" : "_composed_") + info.param.oracle.name;
+  std::string s = info.param.device + (info.param.flash_attn ? "_fused_" : "_") + info.param.oracle.name;
   for (char& c : s)
     if (c == '-') c = '_';
   return s;

@@ -29,7 +29,7 @@ struct RunArgs {
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40;
   bool report = false;
-  std::string flash_attn = "on";
+  std::string flash_attn = "off";
   bool no_mmap = false;
   bool ignore_eos = false;
   int stats_every = 0;
