@@ -70,7 +70,9 @@ TEST(HostFaultInjection, EveryFailureOverALoadAndDecodeIsAnErrorThatLeavesTheDev
       rt->inject_fault(site, 0);  // disarmed: count the calls of a clean run
       (void)load_and_decode(ngl);
       const int64_t calls = rt->fault_calls(site);
-      if (ngl == 3) EXPECT_GT(calls, 0) << name;  // every kind of call happens in a split graph
+      if (ngl == 3) {
+        EXPECT_GT(calls, 0) << name;  // every kind of call happens in a split graph
+      }
       for (int64_t n = 1; n <= calls; ++n) {
         const std::string which = "-ngl " + std::to_string(ngl) + ", " + name + std::to_string(n);
         rt->inject_fault(site, n);
@@ -85,8 +87,9 @@ TEST(HostFaultInjection, EveryFailureOverALoadAndDecodeIsAnErrorThatLeavesTheDev
         EXPECT_EQ(rt->free_memory(0), total) << which << ": device memory not given back";
         rt->inject_fault(site, 0);
         // Sparse checks that the device still computes right after a failure (each costs a run).
-        if (n == 1 || n == calls || n % 16 == 0)
+        if (n == 1 || n == calls || n % 16 == 0) {
           EXPECT_LT(max_abs_diff(load_and_decode(ngl), clean), 1e-4) << which;
+        }
       }
     }
   }
