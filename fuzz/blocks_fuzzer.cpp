@@ -136,7 +136,8 @@ void check_bounds(DType type, const std::vector<std::byte>& data, const float* o
       if (std::isnan(x)) bug(type, "NaN from finite scales", b * block + j, x, bound);
       if (bound + slack < std::numeric_limits<float>::max() && !std::isfinite(x))
         bug(type, "infinite from finite scales", b * block + j, x, bound);
-      if (std::isfinite(x) && std::fabs(x) > bound + slack) bug(type, "beyond the scales' bound", b * block + j, x, bound);
+      if (std::isfinite(x) && std::fabs(x) > bound + slack)
+        bug(type, "beyond the scales' bound", b * block + j, x, bound);
     }
   }
 }
@@ -163,10 +164,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
   }
   if (type == DType::Q4_0) {
     ref::dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(data.data()), ref.data(), n);
-    if (!same_bits(out.data(), ref.data(), out.size())) bug(type, "vectorized row differs from the reference", 0, 0, 0);
+    if (!same_bits(out.data(), ref.data(), out.size()))
+      bug(type, "vectorized row differs from the reference", 0, 0, 0);
   } else if (type == DType::Q8_0) {
     ref::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(data.data()), ref.data(), n);
-    if (!same_bits(out.data(), ref.data(), out.size())) bug(type, "vectorized row differs from the reference", 0, 0, 0);
+    if (!same_bits(out.data(), ref.data(), out.size()))
+      bug(type, "vectorized row differs from the reference", 0, 0, 0);
   }
   check_bounds(type, data, out.data(), n_blocks);
   return 0;

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "tessera/error.h"
-#include "tessera/log.h"
 #include "tessera/llm/chat_template.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
 #include "tessera/llm/vocab.h"
+#include "tessera/log.h"
 
 namespace {
 
@@ -65,7 +65,8 @@ void exercise_vocab(const gguf::File& file) {
   tolerate([&] {
     const llm::Vocab vocab = llm::Vocab::from_gguf(file);
     for (bool special : {false, true}) {
-      const auto ids = vocab.encode("Once upon a time, <s> there was \xff\xfe a \xe2\x96\x81 cat.", true, special);
+      const auto ids =
+          vocab.encode("Once upon a time, <s> there was \xff\xfe a \xe2\x96\x81 cat.", true, special);
       for (llm::Token id : ids)
         if (id < 0 || static_cast<size_t>(id) >= vocab.size()) bug("encode", "id out of range");
       (void)vocab.decode(ids, true, special);

@@ -38,7 +38,8 @@ constexpr const char* kTemplate =
 // A SentencePiece vocabulary: unknown, BOS, EOS, the 256 byte tokens, the ChatML markers, a piece.
 llm::Vocab make_vocab() {
   std::vector<std::string> tokens{"<unk>", "<s>", "</s>"};
-  std::vector<llm::TokenType> types{llm::TokenType::Unknown, llm::TokenType::Control, llm::TokenType::Control};
+  std::vector<llm::TokenType> types{llm::TokenType::Unknown, llm::TokenType::Control,
+                                    llm::TokenType::Control};
   for (int b = 0; b < 256; ++b) {
     char text[8];
     std::snprintf(text, sizeof text, "<0x%02X>", b);
@@ -94,7 +95,8 @@ void check_generation(const GenerationRequest& g) {
   if (!(s.top_p > 0 && s.top_p <= 1)) bug("top_p", std::to_string(s.top_p));
   if (s.top_k < 0) bug("top_k", std::to_string(s.top_k));
   if (!(s.min_p >= 0 && s.min_p <= 1)) bug("min_p", std::to_string(s.min_p));
-  if (!(s.repeat_penalty > 0 && s.repeat_penalty <= 100)) bug("repeat_penalty", std::to_string(s.repeat_penalty));
+  if (!(s.repeat_penalty > 0 && s.repeat_penalty <= 100))
+    bug("repeat_penalty", std::to_string(s.repeat_penalty));
   if (g.params.stop.size() > 16) bug("stop", "more than 16");
   for (const std::string& x : g.params.stop)
     if (x.empty()) bug("stop", "an empty string");

@@ -61,7 +61,12 @@ Vocab small_spm() {
     tokens.emplace_back(text);
     types.push_back(TokenType::Byte);
   }
-  for (const char* piece : {"\xe2\x96\x81", "a", "b", "ab", "\xe2\x96\x81" "a", "\xe2\x96\x81" "ab", "ba", "\xc3\xa9"}) {
+  for (const char* piece : {"\xe2\x96\x81", "a", "b", "ab",
+                            "\xe2\x96\x81"
+                            "a",
+                            "\xe2\x96\x81"
+                            "ab",
+                            "ba", "\xc3\xa9"}) {
     tokens.emplace_back(piece);
     types.push_back(TokenType::Normal);
   }
@@ -169,7 +174,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (from_ids) {
     std::vector<Token> ids;
     for (size_t i = 1; i + 2 < size; i += 3)
-      ids.push_back(static_cast<Token>((data[i] | (data[i + 1] << 8) | (data[i + 2] << 16)) % e.vocab.size()));
+      ids.push_back(
+          static_cast<Token>((data[i] | (data[i + 1] << 8) | (data[i + 2] << 16)) % e.vocab.size()));
     decoded = e.vocab.decode(ids, false, parse_special);
     text = decoded;
   }

@@ -127,7 +127,7 @@ TEST_F(EngineTest, StreamedPiecesNeverSplitACharacter) {
   Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 2048});
   GenerationParams p;
   p.sampling.temperature = 100.0f;  // nearly uniform: about one token pair in 140 is a 2-byte character
-  p.sampling.top_k = 0;  // every token may be drawn
+  p.sampling.top_k = 0;             // every token may be drawn
   p.sampling.top_p = 1.0f;
   p.sampling.min_p = 0.0f;
   p.sampling.seed = 11;

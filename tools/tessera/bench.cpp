@@ -188,10 +188,8 @@ void add_bench(CLI::App& app) {
   const std::vector<std::string> types = weight_type_names();
   cmd->add_option("--type", args->type, "weight type of the synthetic model (any a weight can have)")
       ->transform(CLI::IsMember(types, CLI::ignore_case));  // q4_k as well as ggml's q4_K
-  cmd->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens (pp test; 0: skip)")
-      ->check(non_negative());
-  cmd->add_option("-n,--n-gen", args->n_gen, "generated tokens (tg test; 0: skip)")
-      ->check(non_negative());
+  cmd->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens (pp test; 0: skip)")->check(non_negative());
+  cmd->add_option("-n,--n-gen", args->n_gen, "generated tokens (tg test; 0: skip)")->check(non_negative());
   cmd->add_option("-d,--n-depth", args->depth,
                   "tokens already in the context (KV cache) before each timed test, as llama-bench's -d; "
                   "the test is then named e.g. 'tg128 @ d512'")

@@ -38,8 +38,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required();
   cmd->add_option("--host", o->host, "address to bind (default: loopback only)");
   cmd->add_option("--port", o->port, "port (0: any free port)")->check(in_range(0, 65535));
-  cmd->add_option("-n,--np,--parallel", o->n_slots, "slots: sequences generated together")
-      ->check(positive());
+  cmd->add_option("-n,--np,--parallel", o->n_slots, "slots: sequences generated together")->check(positive());
   cmd->add_option("-c,--ctx-size", o->n_ctx,
                   "KV cache cells shared by the slots (0: 4096 per slot, at most the model's)")
       ->check(non_negative());
