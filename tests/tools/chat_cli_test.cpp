@@ -163,7 +163,7 @@ TEST_F(ChatCli, ConversationKeepsTheCacheAcrossTurns) {
       << r.out;
   EXPECT_TRUE(contains(r.out, "[turn 1: 5 prompt tokens, 0 cached, 5 evaluated]")) << r.out;
   // Turn 2 evaluates only what follows the cached prefix (the first reply is in the cache).
-  const std::string turn2 = between(r.out, "[turn 3: ", "]");
+  const std::string turn2 = between(r.out, "[turn 2: ", "]");
   int total = 0, cached = 0, evaluated = 0;
   ASSERT_EQ(
       std::sscanf(turn2.c_str(), "%d prompt tokens, %d cached, %d evaluated", &total, &cached, &evaluated), 3)
@@ -190,7 +190,8 @@ TEST_F(ChatCli, ConversationUsesTheFilesTemplateAndEndsAtEof) {
                        " --chat -sys 'Lily' -n 8 --temp 0 -t 2");
   ASSERT_EQ(r.code, 0) << r.out;
   // The system message is part of the text: "<s>Lily" + "Once upon a time".
-  EXPECT_TRUE(contains(r.out, "[turn 2: ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[turn 1: ")) << r.out;  // turns count the user's, not the system message
+  EXPECT_FALSE(contains(r.out, "[turn 2: ")) << r.out;
   EXPECT_TRUE(contains(r.out, "> ")) << r.out;
 }
 

@@ -82,11 +82,13 @@ void run_chat(const ChatSettings& s) {
   std::signal(SIGINT, on_sigint);
   std::vector<llm::Token> cached;  // the tokens whose K/V the cache holds, positions 0..
   std::string line;
+  int turn = 0;  // the user's turns (the system message is none)
   while (true) {
     std::fputs("> ", stdout);
     std::fflush(stdout);
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line.empty()) continue;
+    ++turn;
     messages.push_back({{"role", "user"}, {"content", line}});
     const std::string prompt = tmpl.apply(messages, options);
     std::vector<llm::Token> tokens = vocab.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
@@ -134,8 +136,8 @@ void run_chat(const ChatSettings& s) {
     g_generating.store(false);
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    fmt::print(stderr, "[turn {}: {} prompt tokens, {} cached, {} evaluated]\n", messages.size(),
-               tokens.size(), keep, fresh.size());
+    fmt::print(stderr, "[turn {}: {} prompt tokens, {} cached, {} evaluated]\n", turn, tokens.size(), keep,
+               fresh.size());
     messages.push_back({{"role", "assistant"}, {"content", reply}});
   }
   std::signal(SIGINT, SIG_DFL);
