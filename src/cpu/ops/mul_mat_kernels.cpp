@@ -40,13 +40,14 @@ void tile_float(const TileArgs& t) noexcept {
     const char* arow = t.a + m * t.a_stride;
     for (int n = 0; n < RN; ++n) {
       const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
-      float* acc = t.acc + (m * RN + n) * kAccLanes;
-      float s = t.first ? 0.0f : acc[0];
+      // t.acc is null when the tile is both first and last: index it only when used.
+      const int64_t at = (m * RN + n) * kAccLanes;
+      float s = t.first ? 0.0f : t.acc[at];
       for (int64_t i = t.k0; i < t.k1; ++i) s += load_elem(Kind, arow, i) * brow[i];
       if (t.last)
         t.dst[n * t.dst_stride + m] = s;
       else
-        acc[0] = s;
+        t.acc[at] = s;
     }
   }
 }
@@ -107,8 +108,8 @@ void tile_quant(const TileArgs& t) noexcept {
       const auto* bq = reinterpret_cast<const int8_t*>(t.b + n * t.b_stride);
       const auto* bd = reinterpret_cast<const float*>(bq + t.k);
       const float* bs = bd + 2 * (t.k / 32);
-      float* acc = t.acc + (m * RN + n) * kAccLanes;
-      float s = t.first ? 0.0f : acc[0];
+      const int64_t at = (m * RN + n) * kAccLanes;
+      float s = t.first ? 0.0f : t.acc[at];
       for (int64_t j = j0; j < j1; ++j) {
         const float d = fp16_to_fp32(ablk[j].d) * bd[j];
         s += static_cast<float>(block_dot(ablk[j], bq + 32 * j)) * d;
@@ -117,7 +118,7 @@ void tile_quant(const TileArgs& t) noexcept {
       if (t.last)
         t.dst[n * t.dst_stride + m] = s;
       else
-        acc[0] = s;
+        t.acc[at] = s;
     }
   }
 }
