@@ -2,6 +2,7 @@
 // The test-ops harness's cases and runner (the entry points the CLI uses are tessera/conformance.h):
 // every op on a backend against the CPU reference kernels (NMSE, NaN/inf, guard bytes), batch
 // invariance, the support matrix and a perf mode.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -73,9 +74,20 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
 LeafMaker plain_leaf(Context& ctx);
 // Every combination of types over op's result and source slots (absent included), defined or not.
 std::vector<OpTypes> all_op_types(Op op);
-// A node of op whose result and sources have been given these types after building: for asking a
-// backend about combinations no builder makes.
-Tensor* build_retyped_probe(Context& ctx, Op op, const OpTypes& types);
+// A node of op (built with its first defined types) whose result and sources can then be given any
+// types: for asking a backend about combinations no builder makes. Each source is whole blocks of
+// its type, one tensor per slot and type made on first use, so the exhaustive sweeps over every
+// combination allocate nothing per combination.
+class RetypedProbe {
+ public:
+  RetypedProbe(Context& ctx, Op op);
+  const Tensor& with(const OpTypes& types);
+
+ private:
+  Context& ctx_;
+  Tensor* node_;
+  std::array<std::array<Tensor*, kDTypeCount>, kMaxSources> sources_{};
+};
 
 // Perf mode: time per run and GFLOP/s or GB/s per case.
 void run_perf(const Target& target, std::vector<std::unique_ptr<Case>>& cases, const Options& options,

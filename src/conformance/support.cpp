@@ -222,15 +222,24 @@ std::vector<OpTypes> all_op_types(Op op) {
   return out;
 }
 
-Tensor* build_retyped_probe(Context& ctx, Op op, const OpTypes& types) {
+RetypedProbe::RetypedProbe(Context& ctx, Op op) : ctx_(ctx) {
   const auto defined = defined_op_types(op);
   TESSERA_ASSERT(!defined.empty());
-  Tensor* node = build_probe(ctx, op, defined.front(), plain_leaf(ctx), 0);
-  node->type = types.result;
-  for (size_t i = 0; i < kMaxSources; ++i)
-    node->src[i] =
-        types.src[i] ? ctx.new_tensor(*types.src[i], kSuperBlock, 4) : nullptr;  // whole blocks of every type
-  return node;
+  node_ = build_probe(ctx, op, defined.front(), plain_leaf(ctx), 0);
+}
+
+const Tensor& RetypedProbe::with(const OpTypes& types) {
+  node_->type = types.result;
+  for (size_t i = 0; i < kMaxSources; ++i) {
+    if (!types.src[i]) {
+      node_->src[i] = nullptr;
+      continue;
+    }
+    Tensor*& source = sources_[i][static_cast<size_t>(*types.src[i])];
+    if (source == nullptr) source = ctx_.new_tensor(*types.src[i], kSuperBlock, 4);  // whole blocks of every type
+    node_->src[i] = source;
+  }
+  return *node_;
 }
 
 std::string support_table(const Target& target) {

@@ -75,24 +75,27 @@ TEST(SupportTable, BuildersAdmitExactlyTheTable) {
 TEST(SupportTable, CpuSaysYesExactlyToTheTable) {
   cpu::CpuBackend cpu(1);
   int refused = 0;
-  for (Op op : ops_with_kernels())
+  for (Op op : ops_with_kernels()) {
+    Context probes;
+    RetypedProbe retyped(probes, op);
     for (const OpTypes& t : all_op_types(op)) {
-      Context ctx;
       if (op_types_defined(op, t)) {
+        Context ctx;
         EXPECT_TRUE(cpu.supports(*build_probe(ctx, op, t, plain_leaf(ctx))))
             << op_name(op) << " " << describe(t);
       } else {
-        EXPECT_FALSE(cpu.supports(*build_retyped_probe(ctx, op, t))) << op_name(op) << " " << describe(t);
+        EXPECT_FALSE(cpu.supports(retyped.with(t))) << op_name(op) << " " << describe(t);
         ++refused;
       }
     }
+  }
   EXPECT_GT(refused, 1000);
   // Two the builders refuse, spelled out: MUL_MAT with i32 weights, ADD of f32 by f16.
   Context ctx;
   OpTypes mm{DType::F32, {DType::I32, DType::F32}};
-  EXPECT_FALSE(cpu.supports(*build_retyped_probe(ctx, Op::MulMat, mm)));
+  EXPECT_FALSE(cpu.supports(RetypedProbe(ctx, Op::MulMat).with(mm)));
   OpTypes add{DType::F32, {DType::F32, DType::F16}};
-  EXPECT_FALSE(cpu.supports(*build_retyped_probe(ctx, Op::Add, add)));
+  EXPECT_FALSE(cpu.supports(RetypedProbe(ctx, Op::Add).with(add)));
 }
 
 TEST(SupportTable, CpuRunsEveryCombinationOfTheTable) {
@@ -115,13 +118,15 @@ TEST(SupportTable, DeviceLibrariesNeverClaimBeyondTheTable) {
     if (target.name == "CPU") continue;
     ++devices;
     auto backend = target.make_backend();
-    for (Op op : ops_with_kernels())
+    for (Op op : ops_with_kernels()) {
+      Context ctx;
+      RetypedProbe retyped(ctx, op);
       for (const OpTypes& t : all_op_types(op)) {
         if (op_types_defined(op, t)) continue;
-        Context ctx;
-        EXPECT_FALSE(backend->supports(*build_retyped_probe(ctx, op, t)))
+        EXPECT_FALSE(backend->supports(retyped.with(t)))
             << target.name << " " << op_name(op) << " " << describe(t);
       }
+    }
   }
   if (devices == 0) GTEST_SKIP() << "no device besides the CPU is registered";
 }
