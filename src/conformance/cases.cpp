@@ -118,7 +118,8 @@ void binary_family(std::vector<std::unique_ptr<Case>>& out) {
     auto build = [op](Context& ctx, Tensor* a, Tensor* b) {
       return op == Op::Add ? ops::add(ctx, a, b) : op == Op::Mul ? ops::mul(ctx, a, b) : ops::div(ctx, a, b);
     };
-    for (auto [ta, tb] : mixes) {
+    for (const auto& mix : mixes) {
+      const DType ta = mix.first, tb = mix.second;  // plain names: lambdas capture them (clang 14)
       for (const Ne& bn : b_shapes)
         add(out, op,
             fmt::format("{}(type_a={}, type_b={}, ne_a={}, ne_b={})", op_name(op), tn(ta), tn(tb),
