@@ -82,7 +82,7 @@ void Generation::finish(FinishReason reason, const std::string& error) {
 }
 
 Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& options)
-    : model_(model), vocab_(vocab), options_(options) {
+    : vocab_(vocab), options_(options) {
   if (options.n_slots <= 0)
     raise(ErrorCode::InvalidArgument, "slots must be positive, got {}", options.n_slots);
   if (options.prompt_chunk <= 0)

@@ -135,7 +135,6 @@ class Engine {
   void release(Slot& slot, FinishReason reason, const std::string& error = {});
   void emit(Slot& slot, bool final);
 
-  const Model& model_;
   const Vocab& vocab_;
   EngineOptions options_;
   int64_t slot_ctx_ = 0;
