@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/sanitizers.h"
 #include "tessera/gguf.h"
 #include "tessera/llm/vocab.h"
 
@@ -201,6 +202,7 @@ TEST(Cli, BenchAtDepthNamesTheTestAndReportsTheWeightBandwidth) {
 // Issue 13/15: `-t 1000` under a 1 GB address-space limit hung forever (a refused thread deadlocked
 // the pool's constructor); now the count is clamped to the machine with a warning and the run finishes.
 TEST(Cli, RunWithFarTooManyThreadsUnderAMemoryLimitFinishes) {
+  TESSERA_SKIP_WITHOUT_ADDRESS_SPACE_LIMITS();
   // run_cli's `env` is a shell prefix: the limit and the timeout apply to the CLI alone.
   const auto r = tessera::testing_support::run_cli("run -m " + kModel + " -p Hello -t 1000 -n 4 --temp 0",
                                                    "ulimit -v 1000000; timeout 60");
@@ -214,6 +216,7 @@ TEST(Cli, RunWithFarTooManyThreadsUnderAMemoryLimitFinishes) {
 // ("host VMM: cannot reserve 65536.0 MiB"). Under a 1.5 GB limit a legacy-quant and a K-quant file
 // must run and give the same text as without the limit.
 TEST(Cli, QuantizedModelsRunUnderAnAddressSpaceLimit) {
+  TESSERA_SKIP_WITHOUT_ADDRESS_SPACE_LIMITS();
   // stories260K's rows (64, 172 wide) are too narrow for K-quant blocks: the mix falls back to
   // Q5_0/Q8_0; the oracle's 256-wide model has real Q4_K/Q6_K weights.
   const std::string legacy = ::testing::TempDir() + "/stories260K-q4_k_m.gguf";
@@ -289,5 +292,19 @@ TEST(Cli, JunkOpenClEnvironmentIsNamedInAWarning) {
                                         "TESSERA_OPENCL_GEMM_MIN_N=junk");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "TESSERA_OPENCL_GEMM_MIN_N='junk' is not a whole number")) << r.out;
+}
+
+// Issue 15 defect 7: a PoCL CPU device takes its memory from this process, and PoCL asserts (exit 134)
+// when that allocation fails. Under a 700 MB address-space limit the synthetic F16 model's 407 MiB of
+// device weights cannot be had: a clear Error naming the device and the cause, exit 1.
+TEST(Cli, AnOpenClCpuDeviceWithoutAddressSpaceIsAnError) {
+  TESSERA_SKIP_WITHOUT_ADDRESS_SPACE_LIMITS();
+  const auto r = tessera::testing_support::run_cli(
+      "bench --type f16 --n-gpu-layers 99 --device OpenCL0 -p 8 -n 2 -r 1", "ulimit -v 700000; timeout 120");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "OpenCL0 (")) << r.out;
+  EXPECT_TRUE(
+      contains(r.out, "the device takes its memory from this process, which has no address space left"))
+      << r.out;
 }
 #endif
