@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Configures and builds a preset (release by default): scripts/build.sh [release|debug|asan]
+# Configures and builds a preset (release by default): scripts/build.sh [release|debug|asan|tsan|release-noocl]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"

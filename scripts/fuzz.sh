@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/, clang's libFuzzer with ASan + UBSan) and their seeds, and
-# runs each target for a bounded time:
+# Builds the libFuzzer targets (fuzz/, in the asan preset's tree: clang, ASan + UBSan) and their
+# seeds, and runs each target for a bounded time:
 #   scripts/fuzz.sh [seconds] [target...]   (default 60 s for each of every target)
 # Targets: gguf (the GGUF reader, loader and writer), model (a file through llm::Model::load, its
 # vocabulary and a decode), blocks (every block type's decoder), tokenizer (SentencePiece and BPE,
@@ -21,11 +21,15 @@ targets=("$@")
 jobs="$(nproc)"
 shared="${TESSERA_SHARED_DIR:-$PWD/../shared}"
 out=build/fuzz
+fuzzers=build/asan/fuzz
+# The fuzzers run on the CPU: the OpenCL runtime linked into the asan tree looks for no device.
+export TESSERA_OPENCL_DEVICES="${TESSERA_OPENCL_DEVICES:-none}"
 
 wants() { [[ " ${targets[*]} " == *" $1 "* ]]; }
 
-CC=clang CXX=clang++ cmake -S fuzz -B "$out" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$out" -j "$jobs" --target $(printf '%s_fuzzer ' "${targets[@]}") >/dev/null
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs" --target $(printf '%s_fuzzer ' "${targets[@]}") >/dev/null
+mkdir -p "$out"
 
 # fresh_dir NAME: an empty seed directory build/fuzz/NAME.
 fresh_dir() {
@@ -133,7 +137,7 @@ run() {
   local corpus="$out/corpus/$name"
   mkdir -p "$corpus"
   echo "fuzz: $name: $(ls "$seeds" | wc -l) seeds, ${seconds} s"
-  if ! "$out/${name}_fuzzer" "$corpus" "$seeds" -timeout=10 -max_total_time="$seconds" \
+  if ! "$fuzzers/${name}_fuzzer" "$corpus" "$seeds" -timeout=10 -max_total_time="$seconds" \
     -print_final_stats=1 -artifact_prefix="$out/" "$@"; then
     failed+=("$name")
   fi

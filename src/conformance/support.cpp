@@ -236,7 +236,8 @@ const Tensor& RetypedProbe::with(const OpTypes& types) {
       continue;
     }
     Tensor*& source = sources_[i][static_cast<size_t>(*types.src[i])];
-    if (source == nullptr) source = ctx_.new_tensor(*types.src[i], kSuperBlock, 4);  // whole blocks of every type
+    if (source == nullptr)
+      source = ctx_.new_tensor(*types.src[i], kSuperBlock, 4);  // whole blocks of every type
     node_->src[i] = source;
   }
   return *node_;
