@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "tessera/buffer.h"
 #include "tessera/context.h"
 #include "tessera/cpu.h"
 #include "tessera/graph.h"
@@ -80,12 +81,19 @@ BENCHMARK(BM_MulMat)->Apply(mul_mat_args)->UseRealTime()->Unit(benchmark::kMilli
 // weights_GB_per_cpu_s divides by the process's CPU time per thread instead (steadier on a loaded
 // machine; it counts the workers' waits too).
 // args: weight type index, threads
+// args: weight type index, threads, interleaved (1: the weights in cpu::interleaved_buffer_type(),
+// as a model on the CPU keeps its Q4_0 / Q8_0 matrices)
 void BM_MatVecFromMemory(benchmark::State& state) {
   const DType type = kTypes[state.range(0)];
   const int threads = static_cast<int>(state.range(1));
+  const bool interleaved = state.range(2) != 0;
   constexpr int64_t kDim = 1024, kFf = 2816;
   constexpr double kTotalBytes = 96e6;
   Context ctx(true);
+  Context weights(false);
+  std::unique_ptr<Buffer> buffer;
+  if (interleaved) buffer = cpu::interleaved_buffer_type().allocate(static_cast<size_t>(kTotalBytes * 1.1));
+  size_t offset = 0;
   Tensor* x = ctx.new_tensor(DType::F32, kDim);
   Tensor* h = ctx.new_tensor(DType::F32, kFf);
   fill_random(x, 2);
@@ -95,6 +103,13 @@ void BM_MatVecFromMemory(benchmark::State& state) {
   for (int i = 0; bytes < kTotalBytes; ++i) {
     Tensor* a = i % 2 == 0 ? ctx.new_tensor(type, kDim, kFf) : ctx.new_tensor(type, kFf, kDim);
     fill_random(a, 10 + static_cast<uint32_t>(i));
+    if (interleaved) {  // the same values, moved into the interleaved buffer
+      Tensor* w = weights.new_tensor(type, a->ne[0], a->ne[1]);
+      buffer->place(*w, offset);
+      offset += (a->nbytes() + 63) / 64 * 64;
+      tensor_set(*w, a->data, 0, a->nbytes());
+      a = w;
+    }
     outs.push_back(ops::mul_mat(ctx, a, i % 2 == 0 ? x : h));
     bytes += static_cast<double>(a->nbytes());
   }
@@ -107,7 +122,7 @@ void BM_MatVecFromMemory(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   const double cpu_seconds = process_cpu_seconds() - cpu0;
-  state.SetLabel(std::string(name(type)));
+  state.SetLabel(std::string(name(type)) + (interleaved ? " interleaved" : ""));
   state.counters["weights_GB"] =
       benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weights_GB_per_cpu_s"] =
@@ -115,9 +130,12 @@ void BM_MatVecFromMemory(benchmark::State& state) {
 }
 
 void mat_vec_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "threads"});
+  b->ArgNames({"type", "threads", "interleaved"});
   for (int64_t threads : {1, 2})
-    for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) b->Args({t, threads});
+    for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) {
+      b->Args({t, threads, 0});
+      if (kTypes[t] == DType::Q4_0 || kTypes[t] == DType::Q8_0) b->Args({t, threads, 1});
+    }
 }
 
 BENCHMARK(BM_MatVecFromMemory)->Apply(mat_vec_args)->UseRealTime()->Unit(benchmark::kMillisecond);

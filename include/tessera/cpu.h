@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tessera/backend.h"
+#include "tessera/buffer.h"
 #include "tessera/device.h"
 
 namespace tessera::cpu {
@@ -49,5 +50,9 @@ int hardware_threads() noexcept;
 int bounded_threads(int requested, ThreadLimit limit = ThreadLimit::Hardware);
 // The CPU device, first in the Registry as "CPU" (getting it does not create the Registry).
 Device& cpu_device();
+// Host memory for weights that only MUL_MAT reads: Q4_0 and Q8_0 matrices are stored with their
+// rows interleaved by 8 (docs/ARCHITECTURE.md), which the CPU's matrix-vector and tile kernels
+// read faster; every other tensor as it is. tensor_get gives ggml's bytes back exactly.
+BufferType& interleaved_buffer_type();
 
 }  // namespace tessera::cpu

@@ -3,6 +3,7 @@
 
 #include "backend/host_vmm.h"
 #include "core/check.h"
+#include "cpu/interleave.h"
 #include "cpu/kernels.h"
 #include "cpu/thread_pool.h"
 #include "tessera/buffer.h"
@@ -181,6 +182,11 @@ void CpuBackend::compute(Graph& graph) {
     if (node->buffer != nullptr && !node->buffer->type().is_host())
       raise(ErrorCode::InvalidArgument, "CPU: node {} lives in {} memory, not host memory", node->describe(),
             node->buffer->type().name());
+    for (int k = 0; k < kMaxSources; ++k)  // only MUL_MAT reads weights in the interleaved layout
+      if (node->src[k] != nullptr && in_interleaved_layout(*node->src[k]) &&
+          (node->op != Op::MulMat || k != 0))
+        raise(ErrorCode::Unsupported, "CPU: {} {} cannot read {}, whose rows are interleaved for MUL_MAT",
+              op_name(node->op), node->describe(), node->src[k]->describe());
     ctx.n_threads = bytes_touched(*node) < min_parallel_bytes_ ? 1 : n_threads_;
     compute_node(ctx, *node);
   }

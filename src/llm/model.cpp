@@ -9,7 +9,9 @@
 #include "arch/architecture.h"
 #include "core/check.h"
 #include "core/hash.h"
+#include "cpu/interleave.h"
 #include "hparam_reader.h"
+#include "tessera/cpu.h"
 #include "tessera/log.h"
 #include "tessera/op_types.h"
 #include "tessera/quant.h"
@@ -150,11 +152,42 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
                           const gguf::ProgressCallback& progress) {
   // Which weights go to the device: the last n_gpu_layers layers, and the output layer when
   // n_gpu_layers exceeds the layer count. The token embeddings stay on the CPU (GET_ROWS).
-  std::vector<Tensor*> on_device, on_host;
-  for (const auto& [t, where] : placed_) (weight_on_device(where) ? on_device : on_host).push_back(t);
+  std::vector<Tensor*> on_device, on_host, interleaved;
+  for (const auto& [t, where] : placed_) {
+    // A model on the CPU alone keeps its Q4_0 / Q8_0 matrices in the CPU's interleaved layout,
+    // which only MUL_MAT reads (not the token embeddings: GET_ROWS; a tied output matrix is a
+    // tensor of its own).
+    if (device_ == nullptr && where != kPlaceInput && cpu::interleaved_rows(*t) > 0)
+      interleaved.push_back(t);
+    else
+      (weight_on_device(where) ? on_device : on_host).push_back(t);
+  }
 
   size_t total = 0, done = 0;
   for (const Tensor* t : on_device) total += t->nbytes();
+  for (const Tensor* t : interleaved) total += t->nbytes();
+  if (!interleaved.empty()) {
+    size_t bytes = 0;
+    for (const Tensor* t : interleaved) bytes += (t->nbytes() + 63) / 64 * 64;
+    buffers_.push_back(cpu::interleaved_buffer_type().allocate(bytes));
+    size_t offset = 0;
+    std::vector<char> staging;
+    for (Tensor* t : interleaved) {
+      buffers_.back()->place(*t, offset);
+      offset += (t->nbytes() + 63) / 64 * 64;
+      if (const void* p = host_data(*t)) {
+        tensor_set(*t, p, 0, t->nbytes());
+        // The mapped pages are not read again: drop them.
+        if (file_ != nullptr) file_->release_pages(static_cast<const std::byte*>(p), t->nbytes());
+      } else {
+        staging.resize(t->nbytes());
+        fill(*t, staging.data());
+        tensor_set(*t, staging.data(), 0, staging.size());
+      }
+      done += t->nbytes();
+      if (progress) progress(done, total);
+    }
+  }
 
   // Host weights: zero copy where the caller has the bytes (a mapped file), else host memory.
   size_t host_bytes = 0;

@@ -563,13 +563,17 @@ TEST(CpuMulMat, SimdQuantizationMatchesScalarAndQ8_0) {
     float c;
     std::memcpy(&c, want.data() + k + 4 * (k / 32) + 4 * j, 4);
     EXPECT_EQ(c, static_cast<float>(8 * sum) * d) << "block " << j;
+    // and sum(q) itself, which the interleaved Q4_0 kernels take back from their integer sums
+    int32_t whole;
+    std::memcpy(&whole, want.data() + k + 12 * (k / 32) + 4 * j, 4);
+    EXPECT_EQ(whole, sum) << "block " << j;
   }
   EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 1]), 3);   // 2.5 -> 3
   EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 2]), -3);  // -2.5 -> -3
   EXPECT_EQ(static_cast<int8_t>(want[32 * 6 + 8]), 0);   // just under a half
   if (simd != nullptr) {  // CPUs without AVX2 have only the scalar quantizer checked above
     simd->quantize_q8_row(x.data(), got.data(), k);
-    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), static_cast<size_t>(k + 8 * (k / 32))));
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), static_cast<size_t>(k + 16 * (k / 32))));
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "cpu/element.h"
+#include "cpu/interleave.h"
 #include "cpu/kernels.h"
 #include "cpu/ops/mul_mat_kernels.h"
 #include "tessera/convert.h"
@@ -72,6 +73,7 @@ void run_reference(const ComputeContext& ctx, const Tensor& dst, const Tensor& a
                    const Shape& s) {
   auto* brows = reinterpret_cast<float*>(ctx.scratch_memory(static_cast<size_t>(s.n * s.k) * sizeof(float)));
   const bool mins = has_min(a.type);
+  const bool interleaved = is_interleaved(a);
   const int64_t nblocks = s.k / kQuantBlock;
   // Per b block of Q4_1/Q5_1: what the Q8_1 sum adds beyond the sum of the block's Q8_0 values.
   std::vector<double> sum_fix(mins ? static_cast<size_t>(s.n * nblocks) : 0);
@@ -106,8 +108,14 @@ void run_reference(const ComputeContext& ctx, const Tensor& dst, const Tensor& a
       }
       ctx.parallel_for(s.m, [&](int64_t m0, int64_t m1) {
         std::vector<float> arow(static_cast<size_t>(s.k));
+        std::vector<char> native(interleaved ? a.row_size() : 0);
         for (int64_t m = m0; m < m1; ++m) {
-          load_row_f32(a, m, i2 / s.r2, i3 / s.r3, arow.data());
+          if (interleaved) {  // (2-D weights: i2 = i3 = 0)
+            from_interleaved(a, a.data, static_cast<size_t>(m) * a.nb[1], native.size(), native.data());
+            to_f32_row(a.type, native.data(), arow.data(), s.k);
+          } else {
+            load_row_f32(a, m, i2 / s.r2, i3 / s.r3, arow.data());
+          }
           for (int64_t n = 0; n < s.n; ++n) {
             const float* brow = brows + n * s.k;
             double sum = 0.0;
@@ -172,11 +180,15 @@ struct Blocking {
 };
 
 Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bool wide, bool matvec,
-                         bool a_direct, int threads) {
+                         bool interleaved, bool a_direct, int threads) {
   // Tile shapes measured on Zen 3 (AVX2): the largest that keep accumulators in 16 registers.
   const bool quant = is_quantized(type);
   Blocking bl{};
-  if (s.n == 1) {
+  if (interleaved) {
+    // One group of interleaved rows against up to kMaxRN columns.
+    bl.rm = kInterleaveRows;
+    bl.rn = s.n == 1 ? 1 : mm::kMaxRN;
+  } else if (s.n == 1) {
     // Matrix-vector: several weight rows (one accumulator chain each) share each load of b, up to
     // kMatVecRows with a matrix-vector kernel; the weights stream through once, so K is not split.
     bl.rm = matvec ? mm::kMatVecRows : 4;
@@ -284,8 +296,17 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
   const mm::TileFn* matvec = s.n == 1 && kt.matvec[static_cast<int>(kind)][0] != nullptr
                                  ? kt.matvec[static_cast<int>(kind)]
                                  : nullptr;
+  // Interleaved weights: whole groups through the interleaved kernels, the rows after the last
+  // group (in ggml's blocks) through the others.
+  if (in_interleaved_layout(a) && !is_interleaved(a))
+    raise(ErrorCode::Unsupported, "CPU: MUL_MAT of {}, a view of interleaved weights", a.describe());
+  const int64_t group_rows = is_interleaved(a) ? interleaved_rows(a) : 0;
+  const mm::TileFn* interleaved = group_rows > 0 ? kt.interleaved[static_cast<int>(kind)] : nullptr;
+  if (group_rows > 0 && interleaved[0] == nullptr)
+    raise(ErrorCode::Unsupported, "CPU: no {} kernels for interleaved {} weights", kt.isa, name(a.type));
+  static_assert(kInterleaveRows == mm::kMatVecRows);
   const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem, wide != nullptr, matvec != nullptr,
-                                      a_direct, ctx.n_threads);
+                                      interleaved != nullptr, a_direct, ctx.n_threads);
   const PreparedB pb = prepare_b(ctx, b, s, mm::activation_of(kind), kt);
 
   const int64_t m_chunks = (s.m + bl.mc - 1) / bl.mc;
@@ -295,6 +316,21 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
   const int64_t groups_n = (bl.nc + bl.rn - 1) / bl.rn;
   const size_t tile_state = static_cast<size_t>(bl.rm * bl.rn * mm::kAccLanes);
   const size_t dst_stride = dst.nb[1] / sizeof(float);
+
+  // One tile of rm weight rows in ggml's blocks x rn columns.
+  const auto run_ggml_blocks = [&](const mm::TileArgs& t, int rm, int rn) {
+    if (matvec != nullptr) return matvec[rm - 1](t);
+    if (rm == mm::kMaxRM && rn == mm::kWideRN) return wide(t);
+    // Narrower than the wide tiles: columns kMaxRN at a time (each keeps its own acc part).
+    for (int c0 = 0; c0 < rn; c0 += mm::kMaxRN) {
+      const int cols = std::min(rn - c0, mm::kMaxRN);
+      mm::TileArgs part = t;
+      part.b = t.b + c0 * pb.nb1;
+      part.dst = t.dst + c0 * dst_stride;
+      part.acc = t.acc == nullptr ? nullptr : t.acc + static_cast<size_t>(rm * c0 * mm::kAccLanes);
+      kt.tile[static_cast<int>(kind)][rm - 1][cols - 1](part);
+    }
+  };
 
   // Items run weight-chunk fastest, so one thread's consecutive items share their b columns.
   ctx.parallel_for(items, [&](int64_t it0, int64_t it1) {
@@ -338,23 +374,23 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
             t.last = k1 == s.k;
             t.dst = d + n0 * dst_stride + m0;
             t.dst_stride = dst_stride;
-            if (matvec != nullptr) {
-              matvec[rm - 1](t);
+            if (interleaved != nullptr) {
+              if (m_begin + m0 + rm <= group_rows) {
+                interleaved[rn - 1](t);
+                continue;
+              }
+              // The rows after the last group: kMaxRM at a time (or all at once by matrix-vector).
+              const int step = matvec != nullptr ? rm : mm::kMaxRM;
+              for (int r0 = 0; r0 < rm; r0 += step) {
+                mm::TileArgs part = t;
+                part.a = t.a + r0 * a_stride;
+                part.dst = t.dst + r0;
+                part.acc = t.acc == nullptr ? nullptr : t.acc + static_cast<size_t>(r0 * rn * mm::kAccLanes);
+                run_ggml_blocks(part, std::min(step, rm - r0), rn);
+              }
               continue;
             }
-            if (rm == mm::kMaxRM && rn == mm::kWideRN) {
-              wide(t);
-              continue;
-            }
-            // Narrower than the wide tiles: columns kMaxRN at a time (each keeps its own acc part).
-            for (int c0 = 0; c0 < rn; c0 += mm::kMaxRN) {
-              const int cols = std::min(rn - c0, mm::kMaxRN);
-              mm::TileArgs part = t;
-              part.b = t.b + c0 * pb.nb1;
-              part.dst = t.dst + c0 * dst_stride;
-              part.acc = t.acc == nullptr ? nullptr : t.acc + static_cast<size_t>(rm * c0 * mm::kAccLanes);
-              kt.tile[static_cast<int>(kind)][rm - 1][cols - 1](part);
-            }
+            run_ggml_blocks(t, rm, rn);
           }
         }
       }

@@ -128,6 +128,7 @@ void quantize_q8_row(const float* src, char* dst, int64_t k) noexcept {
   auto* ds = reinterpret_cast<float*>(dst + k);
   float* cs = ds + k / 32;
   float* ss = cs + k / 32;
+  auto* sums = reinterpret_cast<int32_t*>(ss + k / 32);
   for (int64_t j = 0; j < k / 32; ++j) {
     const float* x = src + 32 * j;
     float amax = 0.0f;
@@ -142,6 +143,7 @@ void quantize_q8_row(const float* src, char* dst, int64_t k) noexcept {
     }
     cs[j] = static_cast<float>(8 * sum) * ds[j];
     ss[j] = fp16_to_fp32(fp32_to_fp16(static_cast<float>(sum) * d));
+    sums[j] = sum;
   }
 }
 
@@ -159,6 +161,45 @@ void quantize_q8k_row(const float* src, char* dst, int64_t k) noexcept {
 }
 
 void f16_row(const uint16_t* src, float* dst, int64_t k) noexcept { fp16_to_fp32_row(src, dst, k); }
+
+// Weights in the interleaved layout (cpu/interleave.h): per row, exact integer block sums, then
+// acc = fma(sum, d_a * d_b, acc) block after block, the SIMD kernel's operations.
+template <class Block, int RN>
+void tile_interleaved(const TileArgs& t) noexcept {
+  constexpr bool kQ4 = std::is_same_v<Block, BlockQ4_0>;
+  constexpr int kRows = kMatVecRows;
+  constexpr size_t kWords = (sizeof(Block) - 2) / 4;
+  for (int n = 0; n < RN; ++n) {
+    const char* brow = t.b + n * t.b_stride;
+    const auto* bq = reinterpret_cast<const int8_t*>(brow);
+    const auto* bd = reinterpret_cast<const float*>(brow + t.k);
+    for (int l = 0; l < kRows; ++l) {
+      float acc = t.first ? 0.0f : t.acc[n * kAccLanes + l];
+      for (int64_t j = t.k0 / 32; j < t.k1 / 32; ++j) {
+        const char* blk = t.a + static_cast<size_t>(j) * kRows * sizeof(Block);
+        uint16_t h;
+        std::memcpy(&h, blk + 2 * l, 2);
+        const auto* q = reinterpret_cast<const uint8_t*>(blk + 2 * kRows + 4 * l);
+        const int8_t* b = bq + 32 * j;
+        int32_t sum = 0;
+        for (size_t v = 0; v < kWords; ++v)
+          for (int i = 0; i < 4; ++i) {
+            const uint8_t byte = q[32 * v + i];
+            const int e = static_cast<int>(4 * v) + i;
+            if constexpr (kQ4)
+              sum += ((byte & 0x0f) - 8) * b[e] + ((byte >> 4) - 8) * b[e + 16];
+            else
+              sum += static_cast<int8_t>(byte) * b[e];
+          }
+        acc = std::fma(static_cast<float>(sum), fp16_to_fp32(h) * bd[j], acc);
+      }
+      if (t.last)
+        t.dst[n * t.dst_stride + l] = acc;
+      else
+        t.acc[n * kAccLanes + l] = acc;
+    }
+  }
+}
 
 template <int RM, int RN>
 void fill(KernelTable& t) {
@@ -178,6 +219,12 @@ void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
   (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
 }
 
+template <int... I>
+void fill_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
+  ((t.interleaved[static_cast<int>(WeightKind::Q4_0)][I] = tile_interleaved<BlockQ4_0, I + 1>), ...);
+  ((t.interleaved[static_cast<int>(WeightKind::Q8_0)][I] = tile_interleaved<BlockQ8_0, I + 1>), ...);
+}
+
 KernelTable make_scalar() {
   KernelTable t;
   t.isa = "scalar";
@@ -186,6 +233,7 @@ KernelTable make_scalar() {
   t.quantize_q8k_row = quantize_q8k_row;
   t.f16_to_f32_row = f16_row;
   fill_kquant_scalar(t);
+  fill_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
   return t;
 }
 

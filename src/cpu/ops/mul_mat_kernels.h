@@ -11,7 +11,8 @@
 // fp16-rounded value, so the numbers are exactly those of quantize_row_q8_0), then K/32 f32 values
 // c = 8 * sum(q) * d (what Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the
 // unsigned nibbles directly), then K/32 f32 values s = fp16(sum(q) * amax / 127) (ggml's Q8_1 sum,
-// which the minimum of Q4_1/Q5_1 multiplies). For the K-quants and IQ4_XS, b is quantized to Q8_K
+// which the minimum of Q4_1/Q5_1 multiplies), then K/32 int32 sums sum(q) (what the interleaved Q4_0
+// kernels take Q4_0's offset of 8 back with, exactly). For the K-quants and IQ4_XS, b is quantized to Q8_K
 // into the "q8k row" layout: K int8 quants, K/256 f32 scales, K/16 int16 sums of 16 quants; a table
 // whose tiles want the quants regrouped (pair_q8k_row) has them regrouped right after quantizing.
 #include <cstddef>
@@ -75,6 +76,11 @@ struct KernelTable {
   // Matrix-vector kernels (one b column, K whole, no acc): matvec[kind][r - 1] does r weight rows in
   // one pass, each row with exactly the bits of the RN = 1 tile. nullptr: the driver uses the tiles.
   TileFn matvec[kWeightKinds][kMatVecRows] = {};
+  // Kernels for weights in the interleaved layout (cpu/interleave.h): one group of kMatVecRows rows
+  // x rn b columns over a K range, acc = rn x kAccLanes floats (lane l: row l). Each row's sum is
+  // exact integer block sums added in block order, so every rn, K split and table (scalar or SIMD)
+  // gives the same bits. nullptr: the kind has no interleaved layout.
+  TileFn interleaved[kWeightKinds][kMaxRN] = {};
   // Quantizes k floats (k % 32 == 0) into a q8 row at dst (see above).
   void (*quantize_q8_row)(const float* src, char* dst, int64_t k) = nullptr;
   // Quantizes k floats (k % 256 == 0) into a q8k row at dst (see above).
@@ -96,7 +102,7 @@ inline constexpr Activation activation_of(WeightKind kind) noexcept {
 
 // Bytes of one q8 row of k elements (k % 32 == 0), padded so rows stay 64-byte aligned.
 inline size_t q8_row_bytes(int64_t k) noexcept {
-  const size_t raw = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 3 * sizeof(float);
+  const size_t raw = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 4 * sizeof(float);
   return (raw + 63) / 64 * 64;
 }
 

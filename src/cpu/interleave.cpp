@@ -1,0 +1,165 @@
+// The interleaved weight layout (interleave.h) and the CPU buffer type that stores it.
+#include "cpu/interleave.h"
+
+#include <cstring>
+#include <new>
+
+#include "core/check.h"
+#include "tessera/buffer.h"
+#include "tessera/cpu.h"
+
+namespace tessera::cpu {
+namespace {
+
+constexpr size_t kScaleBytes = 2 * kInterleaveRows;  // the group's fp16 scales before each block's quants
+
+struct Geometry {
+  size_t block_bytes;  // ggml's block
+  size_t words;        // 32-bit quant words per block and row
+  size_t row_bytes;
+  int64_t blocks_per_row;
+  int64_t rows;  // interleaved rows
+};
+
+Geometry geometry(const Tensor& t) {
+  const size_t bb = traits(t.type).block_bytes;
+  return {bb, (bb - 2) / 4, t.row_size(), t.ne[0] / traits(t.type).block_size, interleaved_rows(t)};
+}
+
+void check_blocks(const Tensor& t, size_t offset, size_t size, const char* what) {
+  const size_t bb = traits(t.type).block_bytes;
+  if (offset % bb != 0 || size % bb != 0)
+    raise(ErrorCode::InvalidArgument, "{}: bytes [{}, {}) of {} split its {}-byte blocks", what, offset,
+          offset + size, t.describe(), bb);
+}
+
+// Where block j of interleaved row r starts in the layout, and that row's lane in it.
+inline char* group_block(char* base, const Geometry& g, int64_t r, int64_t j) {
+  return base + static_cast<size_t>(r / kInterleaveRows) * kInterleaveRows * g.row_bytes +
+         static_cast<size_t>(j) * kInterleaveRows * g.block_bytes;
+}
+
+const Tensor& root_of(const Tensor& t) {
+  const Tensor* r = &t;
+  while (r->view_src != nullptr) r = r->view_src;
+  return *r;
+}
+
+size_t offset_in_root(const Tensor& t, size_t offset, size_t size) {
+  const Tensor& root = root_of(t);
+  if (&root != &t && !t.is_contiguous())
+    raise(ErrorCode::Unsupported, "CPU: bytes [{}, {}) of the strided view {} of interleaved weights", offset,
+          offset + size, t.describe());
+  return static_cast<size_t>(static_cast<const char*>(t.data) - static_cast<const char*>(root.data)) + offset;
+}
+
+class InterleavedBuffer final : public Buffer {
+ public:
+  InterleavedBuffer(BufferType& type, size_t size) : Buffer(type, size) {
+    memory_ = static_cast<char*>(::operator new (size, std::align_val_t{64}, std::nothrow));
+    if (memory_ == nullptr)
+      raise(ErrorCode::OutOfMemory, "CPU: cannot allocate {} bytes of interleaved weight memory", size);
+  }
+  ~InterleavedBuffer() override { ::operator delete (memory_, std::align_val_t{64}); }
+  void* base() const override { return memory_; }
+  // A view is a byte range of its root's ggml image (when contiguous), which the root's layout maps.
+  void set(Tensor& t, const void* src, size_t offset, size_t size) override {
+    const Tensor& root = root_of(t);
+    if (interleaved_rows(root) == 0) {
+      std::memcpy(static_cast<char*>(t.data) + offset, src, size);
+      return;
+    }
+    to_interleaved(root, src, offset_in_root(t, offset, size), size, root.data);
+  }
+  void get(const Tensor& t, void* dst, size_t offset, size_t size) const override {
+    const Tensor& root = root_of(t);
+    if (interleaved_rows(root) == 0) {
+      std::memcpy(dst, static_cast<const char*>(t.data) + offset, size);
+      return;
+    }
+    from_interleaved(root, root.data, offset_in_root(t, offset, size), size, dst);
+  }
+  void clear(uint8_t value) override { std::memset(memory_, value, size()); }
+
+ private:
+  char* memory_ = nullptr;
+};
+
+class InterleavedBufferType final : public BufferType {
+ public:
+  std::string name() const override { return "CPU_INTERLEAVED"; }
+  std::unique_ptr<Buffer> allocate(size_t size) override {
+    return std::make_unique<InterleavedBuffer>(*this, size);
+  }
+  size_t alignment() const override { return 64; }
+  // Not ggml's blocks: kernels other than MUL_MAT's and other devices read the tensors through
+  // Buffer::get (tensor_get), which gives ggml's image back.
+  bool is_host() const override { return false; }
+  Device* device() const override { return &cpu_device(); }
+};
+
+}  // namespace
+
+bool has_interleaved_layout(DType type) noexcept { return type == DType::Q4_0 || type == DType::Q8_0; }
+
+int64_t interleaved_rows(const Tensor& t) noexcept {
+  if (!has_interleaved_layout(t.type) || t.view_src != nullptr || t.ne[2] != 1 || t.ne[3] != 1 ||
+      !t.is_contiguous())
+    return 0;
+  return t.ne[1] / kInterleaveRows * kInterleaveRows;
+}
+
+void to_interleaved(const Tensor& t, const void* src, size_t offset, size_t size, void* base) {
+  check_blocks(t, offset, size, "to_interleaved");
+  const Geometry g = geometry(t);
+  const auto* in = static_cast<const char*>(src);
+  auto* out = static_cast<char*>(base);
+  for (size_t o = 0; o < size; o += g.block_bytes) {
+    const int64_t b = static_cast<int64_t>((offset + o) / g.block_bytes);
+    const int64_t r = b / g.blocks_per_row, j = b % g.blocks_per_row;
+    const char* blk = in + o;
+    if (r >= g.rows) {
+      std::memcpy(out + offset + o, blk, g.block_bytes);
+      continue;
+    }
+    char* at = group_block(out, g, r, j);
+    const size_t lane = static_cast<size_t>(r % kInterleaveRows);
+    std::memcpy(at + 2 * lane, blk, 2);
+    for (size_t v = 0; v < g.words; ++v)
+      std::memcpy(at + kScaleBytes + 32 * v + 4 * lane, blk + 2 + 4 * v, 4);
+  }
+}
+
+void from_interleaved(const Tensor& t, const void* base, size_t offset, size_t size, void* dst) {
+  check_blocks(t, offset, size, "from_interleaved");
+  const Geometry g = geometry(t);
+  auto* in = const_cast<char*>(static_cast<const char*>(base));
+  auto* out = static_cast<char*>(dst);
+  for (size_t o = 0; o < size; o += g.block_bytes) {
+    const int64_t b = static_cast<int64_t>((offset + o) / g.block_bytes);
+    const int64_t r = b / g.blocks_per_row, j = b % g.blocks_per_row;
+    char* blk = out + o;
+    if (r >= g.rows) {
+      std::memcpy(blk, in + offset + o, g.block_bytes);
+      continue;
+    }
+    const char* at = group_block(in, g, r, j);
+    const size_t lane = static_cast<size_t>(r % kInterleaveRows);
+    std::memcpy(blk, at + 2 * lane, 2);
+    for (size_t v = 0; v < g.words; ++v)
+      std::memcpy(blk + 2 + 4 * v, at + kScaleBytes + 32 * v + 4 * lane, 4);
+  }
+}
+
+bool is_interleaved(const Tensor& t) noexcept {
+  return t.buffer != nullptr && &t.buffer->type() == &interleaved_buffer_type() && interleaved_rows(t) > 0;
+}
+
+bool in_interleaved_layout(const Tensor& t) noexcept { return is_interleaved(root_of(t)); }
+
+BufferType& interleaved_buffer_type() {
+  static InterleavedBufferType type;
+  return type;
+}
+
+}  // namespace tessera::cpu

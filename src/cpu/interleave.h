@@ -1,0 +1,37 @@
+#pragma once
+// The CPU's interleaved weight layout (rows interleaved by 8), what the buffer type of
+// cpu::interleaved_buffer_type() stores: a matrix-vector pass then reads eight rows' blocks as one
+// contiguous stream, and the kernels get eight rows' dot products in the lanes of one register.
+//
+// For Q4_0 and Q8_0 2-D weights, each group of 8 consecutive rows keeps its 8 * row_size bytes, laid
+// out block by block: block j of the group is the 8 rows' fp16 scales d (row l at byte 2l), then
+// the quant bytes as 32-bit words, word v of row l at byte 16 + 32v + 4l (row l's qs[4v..4v + 3]:
+// Q4_0 bytes keep their nibbles, element i low and i + 16 high). Rows after the last whole group
+// stay in ggml's blocks at their usual offsets. Same size as ggml's image; exact inverses.
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/tensor.h"
+
+namespace tessera::cpu {
+
+inline constexpr int kInterleaveRows = 8;
+
+// The types with an interleaved layout.
+bool has_interleaved_layout(DType type) noexcept;
+
+// Rows of t that the layout interleaves (whole groups of 8); 0 for tensors it leaves in ggml's
+// blocks: other types, views, tensors that are not 2-D and contiguous, fewer than 8 rows.
+int64_t interleaved_rows(const Tensor& t) noexcept;
+
+// Bytes [offset, offset + size) of t's ggml image (whole blocks) into / out of its layout at base.
+void to_interleaved(const Tensor& t, const void* src, size_t offset, size_t size, void* base);
+void from_interleaved(const Tensor& t, const void* base, size_t offset, size_t size, void* dst);
+
+// True when t's data are in the interleaved layout (t lives in an interleaved buffer and the layout
+// applies to it).
+bool is_interleaved(const Tensor& t) noexcept;
+// True when t or the tensor it views is: bytes other kernels cannot read as ggml's blocks.
+bool in_interleaved_layout(const Tensor& t) noexcept;
+
+}  // namespace tessera::cpu
