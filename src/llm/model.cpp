@@ -157,7 +157,7 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
     // A model on the CPU alone keeps its Q4_0 / Q8_0 matrices in the CPU's interleaved layout,
     // which only MUL_MAT reads (not the token embeddings: GET_ROWS; a tied output matrix is a
     // tensor of its own).
-    if (device_ == nullptr && where != kPlaceInput && cpu::interleaved_rows(*t) > 0)
+    if (interleave_ && device_ == nullptr && where != kPlaceInput && cpu::interleaved_rows(*t) > 0)
       interleaved.push_back(t);
     else
       (weight_on_device(where) ? on_device : on_host).push_back(t);
@@ -240,6 +240,7 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = std::make_unique<gguf::File>(gguf::File::open(path, {.mmap = options.use_mmap}));
+  m->interleave_ = options.use_mmap;
   const gguf::File& f = *m->file_;
   m->hparams_ = read_hparams(f);
   WeightPlan plan(m->w_, m->hparams_);

@@ -151,6 +151,9 @@ class Model {
   ModelWeights w_;
   std::vector<std::pair<Tensor*, int64_t>> placed_;  // every weight and where it belongs
   bool tied_output_ = false;
+  // Q4_0 / Q8_0 matrices to the CPU's interleaved layout: a copy, so only when the file is mapped
+  // (its pages are dropped after the copy; a file read into memory would be held twice).
+  bool interleave_ = true;
   Device* device_ = nullptr;
   int n_gpu_layers_ = 0;
   std::unique_ptr<gguf::File> file_;

@@ -1,0 +1,83 @@
+// A model on the CPU alone keeps its Q4_0 / Q8_0 matrices in the CPU's interleaved layout
+// (cpu::interleaved_buffer_type()): the token embeddings stay in ggml's blocks, every weight reads
+// back as the file's bytes, and the logits are those of the same file read into memory (which
+// keeps ggml's blocks), up to the order of the float additions.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tessera/buffer.h"
+#include "tessera/cpu.h"
+#include "tessera/gguf.h"
+#include "tessera/llm/model.h"
+#include "tessera/llm/quantize.h"
+#include "tessera/llm/session.h"
+
+using namespace tessera;
+using namespace tessera::llm;
+
+namespace {
+
+const std::string kTinyLlama = std::string(TESSERA_SHARED_DIR) + "/models/oracle/tiny-llama-f32.gguf";
+
+bool interleaved(const Tensor* t) {
+  return t != nullptr && t->buffer != nullptr && &t->buffer->type() == &cpu::interleaved_buffer_type();
+}
+
+std::vector<float> all_logits(const Model& model, const std::vector<Token>& tokens) {
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_threads = 2;
+  Session s(model, so);
+  return s.decode(tokens, /*all_logits=*/true);
+}
+
+}  // namespace
+
+TEST(InterleavedWeights, CpuModelsKeepQ4_0AndQ8_0MatricesInterleaved) {
+  const std::vector<Token> tokens = {1, 35, 87, 203, 12, 499, 7, 64, 300, 11};
+  for (const char* type : {"q4_0", "q8_0"}) {
+    SCOPED_TRACE(type);
+    const std::string path = ::testing::TempDir() + "/interleaved-tiny-llama-" + type + ".gguf";
+    QuantizeOptions q;
+    q.type = type;
+    q.pure = true;
+    q.threads = 2;
+    quantize_model(kTinyLlama, path, q);
+
+    auto mapped = Model::load(path);  // mapped: interleaved
+    LoadOptions in_memory;
+    in_memory.use_mmap = false;  // read into memory: ggml's blocks, no second copy
+    auto read = Model::load(path, in_memory);
+    const Layer& layer = mapped->layers()[0];
+    for (const Tensor* t : {layer.wq, layer.wk, layer.wv, layer.wo, mapped->output()})
+      EXPECT_TRUE(interleaved(t)) << t->describe();
+    EXPECT_FALSE(interleaved(mapped->token_embd()));  // GET_ROWS reads it
+    EXPECT_FALSE(interleaved(read->layers()[0].wq));
+
+    // tensor_get gives the file's bytes back.
+    const gguf::File file = gguf::File::open(path);
+    const gguf::TensorInfo* info = file.find_tensor("blk.0.attn_q.weight");
+    ASSERT_NE(info, nullptr);
+    std::vector<char> back(layer.wq->nbytes());
+    tensor_get(*layer.wq, back.data(), 0, back.size());
+    EXPECT_EQ(0, std::memcmp(back.data(), file.tensor_data(*info), back.size()));
+
+    const std::vector<float> a = all_logits(*mapped, tokens), b = all_logits(*read, tokens);
+    ASSERT_EQ(a.size(), b.size());
+    double err = 0.0, norm = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      err += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+      norm += static_cast<double>(b[i]) * b[i];
+    }
+    EXPECT_LT(err / norm, 1e-10);  // the same products, summed in another order (measured 4e-14)
+    const auto n_vocab = static_cast<size_t>(mapped->hparams().n_vocab);
+    for (size_t t = 0; t < tokens.size(); ++t)
+      EXPECT_EQ(std::max_element(a.begin() + t * n_vocab, a.begin() + (t + 1) * n_vocab) - a.begin(),
+                std::max_element(b.begin() + t * n_vocab, b.begin() + (t + 1) * n_vocab) - b.begin())
+          << "position " << t;
+  }
+}
