@@ -45,8 +45,9 @@ GenerationUpdate Generation::poll(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || state_.done; });
   GenerationUpdate u = state_;
-  u.text = std::move(pending_);
+  u.pieces = std::move(pending_);
   pending_.clear();
+  for (const std::string& piece : u.pieces) u.text += piece;
   return u;
 }
 
@@ -57,6 +58,7 @@ GenerationUpdate Generation::wait() {
     text += u.text;
     if (u.done) {
       u.text = std::move(text);
+      u.pieces.clear();  // the whole text: its pieces went by in earlier polls
       return u;
     }
   }
@@ -66,7 +68,7 @@ void Generation::push(const std::string& text) {
   if (text.empty()) return;
   {
     std::lock_guard lock(mutex_);
-    pending_ += text;
+    pending_.push_back(text);
   }
   cv_.notify_all();
 }

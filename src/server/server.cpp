@@ -275,10 +275,11 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
           return true;
         }
         const llm::GenerationUpdate u = job->poll(poll_wait());
-        if (!u.text.empty() && !send(chunk(u.text, nullptr))) {
-          job->cancel();
-          return false;
-        }
+        for (const std::string& piece : u.pieces)  // one event per settled piece, as generated
+          if (!send(chunk(piece, nullptr))) {
+            job->cancel();
+            return false;
+          }
         if (!u.done) return true;
         t_log.tokens = u.prompt_tokens + u.completion_tokens;
         state->finished = true;

@@ -37,6 +37,9 @@ struct GenerationParams {
 // What a generation has produced since the last poll.
 struct GenerationUpdate {
   std::string text;  // new text: stop strings and incomplete UTF-8 are held back until settled
+  // The same text as the engine settled it, one piece per step (a stream sends one event each, so
+  // how many a client sees does not depend on how often it polls).
+  std::vector<std::string> pieces;
   bool done = false;
   FinishReason finish = FinishReason::None;
   int prompt_tokens = 0;
@@ -68,8 +71,8 @@ class Generation {
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::string pending_;
-  GenerationUpdate state_;  // counts and the end; text unused
+  std::vector<std::string> pending_;  // settled pieces not yet polled
+  GenerationUpdate state_;            // counts and the end; text unused
 };
 
 struct EngineOptions {
