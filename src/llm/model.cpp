@@ -166,26 +166,33 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
   size_t total = 0, done = 0;
   for (const Tensor* t : on_device) total += t->nbytes();
   for (const Tensor* t : interleaved) total += t->nbytes();
+  // Copies a weight into its (not host-addressable) buffer from the caller's bytes where there are
+  // some, else through staging that `fill` writes; returns the caller's bytes, or null.
+  std::vector<char> staging;
+  const auto upload = [&](Tensor& t) {
+    const void* p = host_data(t);
+    if (p != nullptr) {
+      tensor_set(t, p, 0, t.nbytes());
+    } else {
+      staging.resize(t.nbytes());
+      fill(t, staging.data());
+      tensor_set(t, staging.data(), 0, staging.size());
+    }
+    done += t.nbytes();
+    if (progress) progress(done, total);
+    return p;
+  };
   if (!interleaved.empty()) {
     size_t bytes = 0;
     for (const Tensor* t : interleaved) bytes += (t->nbytes() + 63) / 64 * 64;
     buffers_.push_back(cpu::interleaved_buffer_type().allocate(bytes));
     size_t offset = 0;
-    std::vector<char> staging;
     for (Tensor* t : interleaved) {
       buffers_.back()->place(*t, offset);
       offset += (t->nbytes() + 63) / 64 * 64;
-      if (const void* p = host_data(*t)) {
-        tensor_set(*t, p, 0, t->nbytes());
-        // The mapped pages are not read again: drop them.
-        if (file_ != nullptr) file_->release_pages(static_cast<const std::byte*>(p), t->nbytes());
-      } else {
-        staging.resize(t->nbytes());
-        fill(*t, staging.data());
-        tensor_set(*t, staging.data(), 0, staging.size());
-      }
-      done += t->nbytes();
-      if (progress) progress(done, total);
+      // The mapped pages are not read again: drop them.
+      if (const void* p = upload(*t); p != nullptr && file_ != nullptr)
+        file_->release_pages(static_cast<const std::byte*>(p), t->nbytes());
     }
   }
 
@@ -221,19 +228,10 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
   buffers_.push_back(type.allocate(device_bytes));
   Buffer& buffer = *buffers_.back();
   size_t offset = 0;
-  std::vector<char> staging;
   for (Tensor* t : on_device) {
     buffer.place(*t, offset);
     offset += (type.alloc_size(*t) + align - 1) / align * align;
-    if (const void* p = host_data(*t)) {
-      tensor_set(*t, p, 0, t->nbytes());
-    } else {
-      staging.resize(t->nbytes());
-      fill(*t, staging.data());
-      tensor_set(*t, staging.data(), 0, staging.size());
-    }
-    done += t->nbytes();
-    if (progress) progress(done, total);
+    upload(*t);
   }
 }
 
