@@ -4,12 +4,13 @@
 // bubble a prefix of the final text) until it ends without an error, and keeps a screenshot.
 // Usage: node page_test.mjs TESSERA_CLI MODEL TEMPLATE CHROMIUM SCREENSHOT.png
 // Binds 127.0.0.1 on a free port, bounds everything in time, stops the server and the browser itself.
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import assert from "node:assert/strict";
 import puppeteer from "puppeteer-core";
+
+import { startServer } from "../start_server.mjs";
 
 const [cli, model, template, chromium, screenshot] = process.argv.slice(2);
 if (!existsSync(chromium)) {
@@ -29,18 +30,10 @@ const watchdog = setTimeout(async () => {
   process.exit(1);
 }, 150000);
 
-server = spawn(cli, ["serve", "-m", model, "--port", "0", "-np", "2", "-c", "1024", "-t", "2",
-                     "--chat-template-file", template], { stdio: ["ignore", "ignore", "pipe"] });
-let stderr = "";
-const port = await new Promise((resolve, reject) => {
-  const timer = setTimeout(() => reject(new Error("the server did not start: " + stderr)), 30000);
-  server.stderr.on("data", (d) => {
-    stderr += d;
-    const m = stderr.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    if (m && stderr.includes("model loaded")) { clearTimeout(timer); resolve(Number(m[1])); }
-  });
-  server.on("exit", (code) => reject(new Error(`the server exited (${code}): ${stderr}`)));
-});
+const started = startServer(cli, ["-m", model, "--port", "0", "-np", "2", "-c", "1024", "-t", "2",
+                                 "--chat-template-file", template]);
+server = started.process;
+const port = await started.port;
 
 let failed = false;
 try {
@@ -107,14 +100,14 @@ try {
   console.log(`ok - the chat page streams a reply in ${shown.length} updates: ${JSON.stringify(state.text.slice(0, 80))}...`);
 } catch (e) {
   failed = true;
-  console.log(`not ok - the chat page in headless Chromium\n  ${e.stack}\n  server log:\n${stderr}`);
+  console.log(`not ok - the chat page in headless Chromium\n  ${e.stack}\n  server log:\n${started.log()}`);
 } finally {
   clearTimeout(watchdog);
   await cleanup();
 }
 // The server logged the page, the models request and the streamed chat.
-if (!failed && !/GET \/ 200/.test(stderr)) {
-  console.log(`not ok - the server did not log the page request:\n${stderr}`);
+if (!failed && !/GET \/ 200/.test(started.log())) {
+  console.log(`not ok - the server did not log the page request:\n${started.log()}`);
   failed = true;
 }
 process.exit(failed ? 1 : 0);

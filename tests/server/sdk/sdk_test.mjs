@@ -2,27 +2,19 @@
 // with and without streaming, completions, stop strings, concurrency, cancellation and errors.
 // Usage: node sdk_test.mjs TESSERA_CLI MODEL TEMPLATE. Binds 127.0.0.1 on a free port, bounds every
 // request in time, stops the server itself.
-import { spawn } from "node:child_process";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+
+import { startServer } from "../start_server.mjs";
 
 const [cli, model, template] = process.argv.slice(2);
 const KEY = "sdk-test-key";
 const LILY = ", there was a little girl named Lily. She loved to play outside in the park.";
 
-const server = spawn(cli, ["serve", "-m", model, "--port", "0", "-np", "4", "-c", "1024", "-t", "2",
-                           "--api-key", KEY, "--chat-template-file", template, "--batch-chunk", "8"],
-                     { stdio: ["ignore", "ignore", "pipe"] });
-let stderr = "";
-const port = await new Promise((resolve, reject) => {
-  const timer = setTimeout(() => reject(new Error("the server did not start: " + stderr)), 30000);
-  server.stderr.on("data", (d) => {
-    stderr += d;
-    const m = stderr.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    if (m && stderr.includes("model loaded")) { clearTimeout(timer); resolve(Number(m[1])); }
-  });
-  server.on("exit", (code) => reject(new Error(`the server exited (${code}): ${stderr}`)));
-});
+const started = startServer(cli, ["-m", model, "--port", "0", "-np", "4", "-c", "1024", "-t", "2",
+                                 "--api-key", KEY, "--chat-template-file", template, "--batch-chunk", "8"]);
+const server = started.process;
+const port = await started.port;
 
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: KEY, timeout: 60000, maxRetries: 0 });
 const user = (content) => [{ role: "user", content }];
@@ -155,6 +147,6 @@ await test("errors", async () => {
 
 server.kill("SIGTERM");
 const code = await new Promise((resolve) => server.on("exit", (c) => resolve(c)));
-if (code !== 0) { console.log(`not ok - the server exited with ${code}: ${stderr}`); failures++; }
+if (code !== 0) { console.log(`not ok - the server exited with ${code}: ${started.log()}`); failures++; }
 console.log(failures === 0 ? "all passed" : `${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);
