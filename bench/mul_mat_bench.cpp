@@ -82,7 +82,7 @@ BENCHMARK(BM_MulMat)->Apply(mul_mat_args)->UseRealTime()->Unit(benchmark::kMilli
 // machine; it counts the workers' waits too).
 // args: weight type index, threads
 // args: weight type index, threads, interleaved (1: the weights in cpu::interleaved_buffer_type(),
-// as a model on the CPU keeps its Q4_0 / Q8_0 matrices)
+// as a model on the CPU keeps its Q4_0 / Q8_0 / F16 matrices)
 void BM_MatVecFromMemory(benchmark::State& state) {
   const DType type = kTypes[state.range(0)];
   const int threads = static_cast<int>(state.range(1));
@@ -134,7 +134,8 @@ void mat_vec_args(benchmark::internal::Benchmark* b) {
   for (int64_t threads : {1, 2})
     for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) {
       b->Args({t, threads, 0});
-      if (kTypes[t] == DType::Q4_0 || kTypes[t] == DType::Q8_0) b->Args({t, threads, 1});
+      if (kTypes[t] == DType::Q4_0 || kTypes[t] == DType::Q8_0 || kTypes[t] == DType::F16)
+        b->Args({t, threads, 1});
     }
 }
 

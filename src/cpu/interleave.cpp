@@ -1,6 +1,7 @@
 // The interleaved weight layout (interleave.h) and the CPU buffer type that stores it.
 #include "cpu/interleave.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -37,6 +38,40 @@ void check_blocks(const Tensor& t, size_t offset, size_t size, const char* what)
 inline char* group_block(char* base, const Geometry& g, int64_t r, int64_t j) {
   return base + static_cast<size_t>(r / kInterleaveRows) * kInterleaveRows * g.row_bytes +
          static_cast<size_t>(j) * kInterleaveRows * g.block_bytes;
+}
+
+bool is_half(DType type) noexcept { return type == DType::F16 || type == DType::BF16; }
+
+// F16 / BF16: bytes [offset, offset + size) of t's ggml image from `from` (those bytes) into the
+// layout at `to` (into_layout), or from the layout at `from` to `to`. One copy per piece
+// (kHalfPiece elements of a row); a range may begin or end inside one, at any whole element.
+void copy_halves(const Tensor& t, const char* from, size_t offset, size_t size, char* to, bool into_layout) {
+  if (offset % 2 != 0 || size % 2 != 0)
+    raise(ErrorCode::InvalidArgument, "{}: bytes [{}, {}) of {} split its 2-byte elements",
+          into_layout ? "to_interleaved" : "from_interleaved", offset, offset + size, t.describe());
+  const size_t row_bytes = t.row_size(), piece_bytes = 2 * kHalfPiece;
+  const size_t grouped = static_cast<size_t>(interleaved_rows(t)) * row_bytes;
+  for (size_t o = offset, end = offset + size; o < end;) {
+    const size_t image_at = o - offset;  // where byte o is in the caller's bytes
+    if (o >= grouped) {                  // rows after the last group: ggml's image
+      const size_t n = end - o;
+      if (into_layout)
+        std::memcpy(to + o, from + image_at, n);
+      else
+        std::memcpy(to + image_at, from + o, n);
+      break;
+    }
+    const size_t r = o / row_bytes, in_row = o % row_bytes;
+    const size_t piece = in_row / piece_bytes, in_piece = in_row % piece_bytes;
+    const size_t n = std::min(piece_bytes - in_piece, end - o);
+    const size_t at = (r / kInterleaveRows) * kInterleaveRows * row_bytes +
+                      piece * kInterleaveRows * piece_bytes + (r % kInterleaveRows) * piece_bytes + in_piece;
+    if (into_layout)
+      std::memcpy(to + at, from + image_at, n);
+    else
+      std::memcpy(to + image_at, from + at, n);
+    o += n;
+  }
 }
 
 const Tensor& root_of(const Tensor& t) {
@@ -100,16 +135,20 @@ class InterleavedBufferType final : public BufferType {
 
 }  // namespace
 
-bool has_interleaved_layout(DType type) noexcept { return type == DType::Q4_0 || type == DType::Q8_0; }
+bool has_interleaved_layout(DType type) noexcept {
+  return type == DType::Q4_0 || type == DType::Q8_0 || is_half(type);
+}
 
 int64_t interleaved_rows(const Tensor& t) noexcept {
   if (!has_interleaved_layout(t.type) || t.view_src != nullptr || t.ne[2] != 1 || t.ne[3] != 1 ||
-      !t.is_contiguous())
+      !t.is_contiguous() || (is_half(t.type) && t.ne[0] % kHalfPiece != 0))
     return 0;
   return t.ne[1] / kInterleaveRows * kInterleaveRows;
 }
 
 void to_interleaved(const Tensor& t, const void* src, size_t offset, size_t size, void* base) {
+  if (is_half(t.type))
+    return copy_halves(t, static_cast<const char*>(src), offset, size, static_cast<char*>(base), true);
   check_blocks(t, offset, size, "to_interleaved");
   const Geometry g = geometry(t);
   const auto* in = static_cast<const char*>(src);
@@ -131,6 +170,8 @@ void to_interleaved(const Tensor& t, const void* src, size_t offset, size_t size
 }
 
 void from_interleaved(const Tensor& t, const void* base, size_t offset, size_t size, void* dst) {
+  if (is_half(t.type))
+    return copy_halves(t, static_cast<const char*>(base), offset, size, static_cast<char*>(dst), false);
   check_blocks(t, offset, size, "from_interleaved");
   const Geometry g = geometry(t);
   auto* in = const_cast<char*>(static_cast<const char*>(base));

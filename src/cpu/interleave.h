@@ -1,13 +1,18 @@
 #pragma once
 // The CPU's interleaved weight layout (rows interleaved by 8), what the buffer type of
 // cpu::interleaved_buffer_type() stores: a matrix-vector pass then reads eight rows' blocks as one
-// contiguous stream, and the kernels get eight rows' dot products in the lanes of one register.
+// contiguous stream (and the Q4_0 / Q8_0 kernels get eight rows' dot products in the lanes of one
+// register).
 //
 // For Q4_0 and Q8_0 2-D weights, each group of 8 consecutive rows keeps its 8 * row_size bytes, laid
 // out block by block: block j of the group is the 8 rows' fp16 scales d (row l at byte 2l), then
 // the quant bytes as 32-bit words, word v of row l at byte 16 + 32v + 4l (row l's qs[4v..4v + 3]:
-// Q4_0 bytes keep their nibbles, element i low and i + 16 high). Rows after the last whole group
-// stay in ggml's blocks at their usual offsets. Same size as ggml's image; exact inverses.
+// Q4_0 bytes keep their nibbles, element i low and i + 16 high).
+// For F16 and BF16 2-D weights whose rows are a whole number of kHalfPiece-element pieces, piece j
+// (elements 8j..8j + 7) of row l of a group is at byte 128j + 16l of the group: the same 8-lane
+// loads as from ggml's rows, one stream instead of eight.
+// Rows after the last whole group stay in ggml's blocks at their usual offsets. Same size as
+// ggml's image; exact inverses.
 #include <cstddef>
 #include <cstdint>
 
@@ -16,6 +21,7 @@
 namespace tessera::cpu {
 
 inline constexpr int kInterleaveRows = 8;
+inline constexpr int kHalfPiece = 8;  // F16 / BF16 elements of a row kept together
 
 // The types with an interleaved layout.
 bool has_interleaved_layout(DType type) noexcept;

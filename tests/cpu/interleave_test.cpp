@@ -87,10 +87,46 @@ TEST(CpuInterleave, BlockJOfRowLHoldsItsScaleAndWordsAtTheirPlaces) {
   }
 }
 
+TEST(CpuInterleave, HalfPieceJOfRowLIsAtByte128JPlus16L) {
+  for (DType type : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(std::string(name(type)));
+    const int64_t k = 24, m = 11;  // 3 pieces a row; rows 0..7 interleaved, 8..10 as they are
+    Interleaved il(type, k, m);
+    ASSERT_EQ(cpu::interleaved_rows(*il.w), 8);
+    const size_t row = il.w->row_size();
+    const std::vector<char> native = random_bytes(il.w->nbytes(), 12);
+    tensor_set(*il.w, native.data(), 0, native.size());
+    const char* mem = static_cast<const char*>(il.w->data);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < k / 8; ++j) {
+        const char* piece = native.data() + r * row + 16 * j;
+        const char* at = r < 8 ? mem + 128 * j + 16 * r : mem + r * row + 16 * j;
+        EXPECT_EQ(0, std::memcmp(at, piece, 16)) << "row " << r << " piece " << j;
+      }
+    // Exact inverse, whole and element by element; set in 6-byte ranges (across pieces) lays out the same.
+    std::vector<char> back(native.size());
+    tensor_get(*il.w, back.data(), 0, back.size());
+    EXPECT_EQ(native, back);
+    for (size_t o = 0; o < native.size(); o += 2) {
+      char one[2];
+      tensor_get(*il.w, one, o, 2);
+      ASSERT_EQ(0, std::memcmp(one, native.data() + o, 2)) << "element at byte " << o;
+    }
+    const std::vector<char> laid_out(mem, mem + native.size());
+    std::memset(il.w->data, 0, native.size());
+    for (size_t o = 0; o < native.size(); o += 6)
+      tensor_set(*il.w, native.data() + o, o, std::min<size_t>(6, native.size() - o));
+    EXPECT_EQ(0, std::memcmp(mem, laid_out.data(), laid_out.size()));
+    EXPECT_THROW(tensor_get(*il.w, back.data(), 1, 2), Error);  // not whole elements
+  }
+}
+
 TEST(CpuInterleave, OtherTypesAndShapesStayInGgmlBlocks) {
   Context ctx(false);
   EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q4_1, 32, 16)), 0);
-  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::F16, 32, 16)), 0);
+  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::F32, 32, 16)), 0);
+  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::F16, 12, 16)), 0);  // rows not whole pieces
+  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::BF16, 16, 17)), 16);
   EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q4_0, 32, 7)), 0);     // no whole group
   EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q8_0, 32, 8, 2)), 0);  // not 2-D
   EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q8_0, 32, 23)), 16);
@@ -174,6 +210,39 @@ TEST(CpuInterleave, MulMatMatchesTheReferenceWithTheSameBitsEverywhere) {
               << "columns 5..7 as a batch of 3";
         }
       }
+}
+
+// 16-bit float weights: each kernel table gives, from the interleaved layout, exactly the bits it
+// gives from ggml's rows, for every column count (1: the matrix-vector kernels), K split and thread count.
+TEST(CpuInterleave, HalfMulMatHasTheBitsOfGgmlRows) {
+  const cpu::mm::KernelTable* tables[] = {&cpu::mm::scalar_kernels(), cpu::mm::avx2_kernels()};
+  for (DType type : {DType::F16, DType::BF16})
+    for (int64_t k : {8, 40, 2304})  // 2304: the tiles split K
+      for (int64_t m : {8, 13, 40})
+        for (int64_t n : {1, 2, 3, 4, 7, 70}) {
+          SCOPED_TRACE(std::string(name(type)) + " k " + std::to_string(k) + " m " + std::to_string(m) +
+                       " n " + std::to_string(n));
+          Context ctx(true);
+          Tensor* native = ctx.new_tensor(type, k, m);
+          test::fill_random(native, 5, -2.0f, 2.0f);
+          Interleaved il(type, k, m);
+          tensor_set(*il.w, native->data, 0, native->nbytes());
+          Tensor* b = ctx.new_tensor(DType::F32, k, n);
+          test::fill_random(b, 6);
+          Tensor* want_out = ops::mul_mat(ctx, native, b);
+          Tensor* got_out = ops::mul_mat(ctx, il.w, b);
+          EXPECT_EQ(computed(want_out, 2, KernelSet::Reference), computed(got_out, 2, KernelSet::Reference));
+          for (const cpu::mm::KernelTable* table : tables) {
+            if (table == nullptr) continue;  // no AVX2
+            SCOPED_TRACE(table->isa);
+            cpu::mm::ScopedKernelOverride use(table);
+            const std::vector<float> want = computed(want_out, 2, KernelSet::Fast);
+            for (int threads : {1, 2, 3})
+              ASSERT_EQ(0, std::memcmp(want.data(), computed(got_out, threads, KernelSet::Fast).data(),
+                                       want.size() * sizeof(float)))
+                  << threads << " threads";
+          }
+        }
 }
 
 TEST(CpuInterleave, OtherOpsRefuseInterleavedWeights) {

@@ -1,7 +1,8 @@
-// A model on the CPU alone keeps its Q4_0 / Q8_0 matrices in the CPU's interleaved layout
-// (cpu::interleaved_buffer_type()): the token embeddings stay in ggml's blocks, every weight reads
-// back as the file's bytes, and the logits are those of the same file read into memory (which
-// keeps ggml's blocks), up to the order of the float additions.
+// A model on the CPU alone keeps its Q4_0 / Q8_0 / F16 / BF16 matrices in the CPU's interleaved
+// layout (cpu::interleaved_buffer_type()): the token embeddings stay in ggml's blocks, every weight
+// reads back as the file's bytes, and the logits are those of the same file read into memory (which
+// keeps ggml's blocks): up to the order of the float additions for Q4_0 / Q8_0, the same bits for
+// the 16-bit floats.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,5 +80,47 @@ TEST(InterleavedWeights, CpuModelsKeepQ4_0AndQ8_0MatricesInterleaved) {
       EXPECT_EQ(std::max_element(a.begin() + t * n_vocab, a.begin() + (t + 1) * n_vocab) - a.begin(),
                 std::max_element(b.begin() + t * n_vocab, b.begin() + (t + 1) * n_vocab) - b.begin())
           << "position " << t;
+  }
+}
+
+TEST(InterleavedWeights, HalfFloatModelsGiveTheLogitsOfGgmlRowsExactly) {
+  const std::vector<Token> tokens = {1, 35, 87, 203, 12, 499, 7, 64, 300, 11};
+  for (const char* type : {"f16", "bf16"}) {
+    SCOPED_TRACE(type);
+    const std::string path = ::testing::TempDir() + "/interleaved-tiny-llama-" + type + ".gguf";
+    QuantizeOptions q;
+    q.type = type;
+    q.threads = 2;
+    quantize_model(kTinyLlama, path, q);
+
+    auto mapped = Model::load(path);
+    LoadOptions in_memory;
+    in_memory.use_mmap = false;
+    auto read = Model::load(path, in_memory);
+    const Layer& layer = mapped->layers()[0];
+    for (const Tensor* t :
+         {layer.wq, layer.wk, layer.wv, layer.wo, layer.ffn_gate, layer.ffn_down, mapped->output()})
+      EXPECT_TRUE(interleaved(t)) << t->describe();
+    EXPECT_FALSE(interleaved(mapped->token_embd()));
+    EXPECT_FALSE(interleaved(read->layers()[0].wq));
+
+    const gguf::File file = gguf::File::open(path);
+    const gguf::TensorInfo* info = file.find_tensor("blk.0.ffn_down.weight");
+    ASSERT_NE(info, nullptr);
+    std::vector<char> back(layer.ffn_down->nbytes());
+    tensor_get(*layer.ffn_down, back.data(), 0, back.size());
+    EXPECT_EQ(0, std::memcmp(back.data(), file.tensor_data(*info), back.size()));
+
+    // A prompt (the tile kernels) and then one token at a time (the matrix-vector kernels).
+    EXPECT_EQ(all_logits(*mapped, tokens), all_logits(*read, tokens));
+    SessionOptions so;
+    so.n_ctx = 64;
+    so.n_threads = 2;
+    Session a(*mapped, so), b(*read, so);
+    for (Token t : tokens) {
+      const std::vector<Token> one = {t};
+      const std::vector<float> la = a.decode(one);
+      ASSERT_EQ(la, b.decode(one)) << "token " << t;
+    }
   }
 }

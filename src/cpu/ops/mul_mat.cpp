@@ -174,6 +174,9 @@ constexpr size_t kL1Panel = 16 * 1024;
 constexpr size_t kL2Panel = 256 * 1024;
 constexpr int64_t kMatVecChunksPerThread = 4;
 
+// Columns of the float and most quantized tiles (4 rows x 3 columns: 12 accumulators of 16 registers).
+constexpr int kFloatTileRN = 3;
+
 struct Blocking {
   int rm, rn;
   int64_t kc, mc, nc;
@@ -185,9 +188,10 @@ Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bo
   const bool quant = is_quantized(type);
   Blocking bl{};
   if (interleaved) {
-    // One group of interleaved rows against up to kMaxRN columns.
+    // One group of interleaved rows against up to kMaxRN columns (float weights: as many as their
+    // ggml-layout tiles take, which the kernel runs on each half of the group).
     bl.rm = kInterleaveRows;
-    bl.rn = s.n == 1 ? 1 : mm::kMaxRN;
+    bl.rn = s.n == 1 ? 1 : quant ? mm::kMaxRN : kFloatTileRN;
   } else if (s.n == 1) {
     // Matrix-vector: several weight rows (one accumulator chain each) share each load of b, up to
     // kMatVecRows with a matrix-vector kernel; the weights stream through once, so K is not split.
@@ -203,7 +207,7 @@ Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bo
     bl.rn = wide ? mm::kWideRN : mm::kMaxRN;
   } else {
     bl.rm = 4;
-    bl.rn = 3;
+    bl.rn = kFloatTileRN;
   }
   const double b_bytes_per_elem = quant ? 1.25 : 4.0;
   if (s.n <= bl.rn) {

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cpu/interleave.h"
 #include "cpu/ops/mul_mat_avx2.h"
 #include "tessera/convert.h"
 #include "tessera/quant.h"
@@ -28,16 +29,28 @@ TESSERA_AVX2 inline float fma1(float a, float b, float c) {
   return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
-// Eight weights from element i of a row, as f32.
+// Eight weights at p, as f32.
 template <WeightKind Kind>
-TESSERA_AVX2 inline __m256 load8(const char* row, int64_t i) {
+TESSERA_AVX2 inline __m256 load8(const char* p) {
   if constexpr (Kind == WeightKind::F32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
   } else if constexpr (Kind == WeightKind::F16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   } else {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+}
+
+// Where elements i..i + 7 (i % 8 == 0) of weight row m are: in ggml's rows, or (Grouped) in the
+// interleaved layout of 16-bit floats (cpu/interleave.h), a pointing at the group.
+template <WeightKind Kind, bool Grouped>
+inline const char* elems_at(const char* a, size_t a_stride, int m, int64_t i) {
+  if constexpr (Grouped) {
+    static_assert(Kind != WeightKind::F32 && kInterleaveRows * 2 == 16 && kHalfPiece == 8);
+    return a + 16 * m + 16 * i;  // piece i / 8 at 128 * (i / 8), row m at 16 m in it
+  } else {
+    return a + m * a_stride + (Kind == WeightKind::F32 ? 4 : 2) * i;
   }
 }
 
@@ -55,7 +68,7 @@ TESSERA_AVX2 inline float load1(const char* row, int64_t i) {
   }
 }
 
-template <WeightKind Kind, int RM, int RN>
+template <WeightKind Kind, int RM, int RN, bool Grouped = false>
 TESSERA_AVX2 void tile_float(const TileArgs& t) {
   __m256 acc[RM][RN];
   load_acc<RM, RN>(t, acc);
@@ -67,7 +80,7 @@ TESSERA_AVX2 void tile_float(const TileArgs& t) {
       bv[n] = _mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i);
 #pragma GCC unroll 4
     for (int m = 0; m < RM; ++m) {
-      const __m256 av = load8<Kind>(t.a + m * t.a_stride, i);
+      const __m256 av = load8<Kind>(elems_at<Kind, Grouped>(t.a, t.a_stride, m, i));
 #pragma GCC unroll 4
       for (int n = 0; n < RN; ++n) acc[m][n] = _mm256_fmadd_ps(av, bv[n], acc[m][n]);
     }
@@ -83,7 +96,8 @@ TESSERA_AVX2 void tile_float(const TileArgs& t) {
     for (int n = 0; n < RN; ++n) {
       const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
       float s = hsum(acc[m][n]);
-      for (int64_t i = kv; i < t.k1; ++i) s = fma1(load1<Kind>(arow, i), brow[i], s);
+      if constexpr (!Grouped)  // grouped rows are whole pieces: no tail
+        for (int64_t i = kv; i < t.k1; ++i) s = fma1(load1<Kind>(arow, i), brow[i], s);
       t.dst[n * t.dst_stride + m] = s;
     }
   }
@@ -274,6 +288,10 @@ TESSERA_AVX2 void tile_quant(const TileArgs& t) {
 // four 4-row tiles, measured on Zen 3 (m250 Q4_0 tg 46 -> 70 tok/s).
 constexpr int kPrefetchPasses = 2;
 
+// An interleaved group's blocks are one stream; fetching 512 bytes ahead (3.5 Q4_0 blocks of 8 rows) beat
+// none (m250 feed-forward shapes from memory, one thread: 8.3 -> 10.4 GB/s) and longer distances.
+constexpr size_t kInterleavedAhead = 512;
+
 template <class Block, int RM>
 TESSERA_AVX2 void matvec_quant(const TileArgs& t) {
   constexpr Offset kOff = kOffset<Block>;
@@ -332,7 +350,7 @@ TESSERA_AVX2 void matvec_quant(const TileArgs& t) {
 }
 
 // Float weights: the RN = 1 tile's order (8-lane fma over K, then the tail after the reduction).
-template <WeightKind Kind, int RM>
+template <WeightKind Kind, int RM, bool Grouped = false>
 TESSERA_AVX2 void matvec_float(const TileArgs& t) {
   const auto* b = reinterpret_cast<const float*>(t.b);
   __m256 acc[RM];
@@ -340,21 +358,26 @@ TESSERA_AVX2 void matvec_float(const TileArgs& t) {
   for (int m = 0; m < RM; ++m) acc[m] = _mm256_setzero_ps();
   const int64_t kv = t.k & ~int64_t{7};
   constexpr int64_t kElem = Kind == WeightKind::F32 ? 4 : 2;
-  const size_t ahead = kPrefetchPasses * kMatVecRows * t.a_stride;
+  const size_t ahead = Grouped ? kInterleavedAhead : kPrefetchPasses * kMatVecRows * t.a_stride;
   for (int64_t i = 0; i < kv; i += 8) {
     const __m256 bv = _mm256_loadu_ps(b + i);
-    if ((i * kElem) % 64 == 0) {
+    if constexpr (Grouped) {  // the group's 128 bytes for these 8 elements: one stream
+      _mm_prefetch(t.a + 16 * i + ahead, _MM_HINT_T0);
+      _mm_prefetch(t.a + 16 * i + ahead + 64, _MM_HINT_T0);
+    } else if ((i * kElem) % 64 == 0) {
 #pragma GCC unroll 8
       for (int m = 0; m < RM; ++m) _mm_prefetch(t.a + m * t.a_stride + i * kElem + ahead, _MM_HINT_T0);
     }
 #pragma GCC unroll 8
-    for (int m = 0; m < RM; ++m) acc[m] = _mm256_fmadd_ps(load8<Kind>(t.a + m * t.a_stride, i), bv, acc[m]);
+    for (int m = 0; m < RM; ++m)
+      acc[m] = _mm256_fmadd_ps(load8<Kind>(elems_at<Kind, Grouped>(t.a, t.a_stride, m, i)), bv, acc[m]);
   }
 #pragma GCC unroll 8
   for (int m = 0; m < RM; ++m) {
     const char* row = t.a + m * t.a_stride;
     float s = hsum(acc[m]);
-    for (int64_t i = kv; i < t.k; ++i) s = fma1(load1<Kind>(row, i), b[i], s);
+    if constexpr (!Grouped)
+      for (int64_t i = kv; i < t.k; ++i) s = fma1(load1<Kind>(row, i), b[i], s);
     t.dst[m] = s;
   }
 }
@@ -368,10 +391,6 @@ TESSERA_AVX2 void matvec_float(const TileArgs& t) {
 // column serve all 8 rows (for the ggml layout it is one per block and row). Exact integer block
 // sums, then acc = fma(sum, d_a * d_b, acc) block after block, as the scalar kernel does: the same
 // bits for every column count, K range and CPU.
-
-// The group's blocks are one stream; fetching 512 bytes ahead (3.5 Q4_0 blocks of 8 rows) beat none
-// (m250 feed-forward shapes from memory, one thread: 8.3 -> 10.4 GB/s) and longer distances.
-constexpr size_t kInterleavedAhead = 512;
 
 // Four of b's quants in every 32-bit lane.
 TESSERA_AVX2 inline __m256i bcast(const int8_t* p) {
@@ -450,6 +469,26 @@ TESSERA_AVX2 void tile_interleaved(const TileArgs& t) {
 #pragma GCC unroll 4
   for (int n = 0; n < RN; ++n)
     _mm256_storeu_ps(t.last ? t.dst + n * t.dst_stride : t.acc + n * kAccLanes, acc[n]);
+}
+
+// 16-bit float weights in the interleaved layout: the ggml-layout kernels' operations on each row
+// (same bits), reading the group as one stream. One column over the whole K is the matrix-vector
+// kernel; else two halves of 4 rows x up to 3 columns (what the registers hold), acc = 8 x RN dots.
+template <WeightKind Kind, int RN>
+TESSERA_AVX2 void tile_interleaved_half(const TileArgs& t) {
+  if (RN == 1 && t.first && t.last && t.k0 == 0 && t.k1 == t.k)
+    return matvec_float<Kind, kMatVecRows, true>(t);
+  constexpr int kCols = RN <= 3 ? RN : RN / 2;
+  constexpr int kHalf = kMatVecRows / 2;
+  for (int h = 0; h < 2; ++h)
+    for (int c0 = 0; c0 < RN; c0 += kCols) {
+      TileArgs part = t;
+      part.a = t.a + 16 * kHalf * h;
+      part.b = t.b + c0 * t.b_stride;
+      part.dst = t.dst + c0 * t.dst_stride + kHalf * h;
+      part.acc = t.acc == nullptr ? nullptr : t.acc + static_cast<size_t>((h * RN + c0) * kHalf * kAccLanes);
+      tile_float<Kind, kHalf, kCols, true>(part);
+    }
 }
 
 // Same numbers as the scalar quantize_q8_row (and quantize_row_q8_0): round half away from zero.
@@ -542,6 +581,8 @@ template <int RN>
 void fill_interleaved(KernelTable& t) {
   t.interleaved[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved<BlockQ4_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved<BlockQ8_0, RN>;
+  t.interleaved[static_cast<int>(WeightKind::F16)][RN - 1] = tile_interleaved_half<WeightKind::F16, RN>;
+  t.interleaved[static_cast<int>(WeightKind::BF16)][RN - 1] = tile_interleaved_half<WeightKind::BF16, RN>;
 }
 
 template <int... I>

@@ -162,6 +162,24 @@ void quantize_q8k_row(const float* src, char* dst, int64_t k) noexcept {
 
 void f16_row(const uint16_t* src, float* dst, int64_t k) noexcept { fp16_to_fp32_row(src, dst, k); }
 
+// 16-bit float weights in the interleaved layout: tile_float's operations on each row of the group
+// (piece i / 8 of row l at byte 128 (i / 8) + 16 l), state acc[(l * RN + n) * kAccLanes].
+template <WeightKind Kind, int RN>
+void tile_interleaved_half(const TileArgs& t) noexcept {
+  for (int l = 0; l < kMatVecRows; ++l)
+    for (int n = 0; n < RN; ++n) {
+      const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
+      const int64_t at = (l * RN + n) * kAccLanes;
+      float s = t.first ? 0.0f : t.acc[at];
+      for (int64_t i = t.k0; i < t.k1; ++i)
+        s += load_elem(Kind, t.a + 16 * (i / 8) * kMatVecRows + 16 * l + 2 * (i % 8), 0) * brow[i];
+      if (t.last)
+        t.dst[n * t.dst_stride + l] = s;
+      else
+        t.acc[at] = s;
+    }
+}
+
 // Weights in the interleaved layout (cpu/interleave.h): per row, exact integer block sums, then
 // acc = fma(sum, d_a * d_b, acc) block after block, the SIMD kernel's operations.
 template <class Block, int RN>
@@ -223,6 +241,10 @@ template <int... I>
 void fill_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
   ((t.interleaved[static_cast<int>(WeightKind::Q4_0)][I] = tile_interleaved<BlockQ4_0, I + 1>), ...);
   ((t.interleaved[static_cast<int>(WeightKind::Q8_0)][I] = tile_interleaved<BlockQ8_0, I + 1>), ...);
+  ((t.interleaved[static_cast<int>(WeightKind::F16)][I] = tile_interleaved_half<WeightKind::F16, I + 1>),
+   ...);
+  ((t.interleaved[static_cast<int>(WeightKind::BF16)][I] = tile_interleaved_half<WeightKind::BF16, I + 1>),
+   ...);
 }
 
 KernelTable make_scalar() {

@@ -77,9 +77,10 @@ struct KernelTable {
   // one pass, each row with exactly the bits of the RN = 1 tile. nullptr: the driver uses the tiles.
   TileFn matvec[kWeightKinds][kMatVecRows] = {};
   // Kernels for weights in the interleaved layout (cpu/interleave.h): one group of kMatVecRows rows
-  // x rn b columns over a K range, acc = rn x kAccLanes floats (lane l: row l). Each row's sum is
-  // exact integer block sums added in block order, so every rn, K split and table (scalar or SIMD)
-  // gives the same bits. nullptr: the kind has no interleaved layout.
+  // x rn b columns over a K range, acc up to kMatVecRows x rn x kAccLanes floats. Q4_0 / Q8_0: acc
+  // = rn x kAccLanes (lane l: row l), each row's sum exact integer block sums added in block order,
+  // so every rn, K split and table (scalar or SIMD) gives the same bits. F16 / BF16: each row the
+  // same operations (and bits) as the table's ggml-layout tiles. nullptr: no interleaved layout.
   TileFn interleaved[kWeightKinds][kMaxRN] = {};
   // Quantizes k floats (k % 32 == 0) into a q8 row at dst (see above).
   void (*quantize_q8_row)(const float* src, char* dst, int64_t k) = nullptr;
