@@ -50,9 +50,9 @@ int hardware_threads() noexcept;
 int bounded_threads(int requested, ThreadLimit limit = ThreadLimit::Hardware);
 // The CPU device, first in the Registry as "CPU" (getting it does not create the Registry).
 Device& cpu_device();
-// Host memory for weights that only MUL_MAT reads: Q4_0 and Q8_0 matrices are stored with their
-// rows interleaved by 8 (docs/ARCHITECTURE.md), which the CPU's matrix-vector and tile kernels
-// read faster; every other tensor as it is. tensor_get gives ggml's bytes back exactly.
+// Host memory for weights that only MUL_MAT reads: Q4_0, Q8_0, F16 and BF16 matrices are stored
+// with their rows interleaved by 8 (docs/ARCHITECTURE.md), which the CPU's matrix-vector and tile
+// kernels read faster; every other tensor as it is. tensor_get gives ggml's bytes back exactly.
 BufferType& interleaved_buffer_type();
 
 }  // namespace tessera::cpu

@@ -154,9 +154,9 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
   // n_gpu_layers exceeds the layer count. The token embeddings stay on the CPU (GET_ROWS).
   std::vector<Tensor*> on_device, on_host, interleaved;
   for (const auto& [t, where] : placed_) {
-    // A model on the CPU alone keeps its Q4_0 / Q8_0 matrices in the CPU's interleaved layout,
-    // which only MUL_MAT reads (not the token embeddings: GET_ROWS; a tied output matrix is a
-    // tensor of its own).
+    // A model on the CPU alone keeps its Q4_0 / Q8_0 / F16 / BF16 matrices in the CPU's
+    // interleaved layout, which only MUL_MAT reads (not the token embeddings: GET_ROWS; a tied
+    // output matrix is a tensor of its own).
     if (interleave_ && device_ == nullptr && where != kPlaceInput && cpu::interleaved_rows(*t) > 0)
       interleaved.push_back(t);
     else
