@@ -36,38 +36,51 @@ std::vector<float> all_logits(const Model& model, const std::vector<Token>& toke
   return s.decode(tokens, /*all_logits=*/true);
 }
 
+// The tiny llama written in `type` (every matrix: pure), loaded mapped (a CPU model:
+// interleaved) and read into memory (ggml's blocks, no second copy); checks which weights each
+// keeps interleaved and that an interleaved weight reads back as the file's bytes.
+struct BothWays {
+  decltype(Model::load(std::string())) mapped, read;
+};
+BothWays tiny_llama_both_ways(const char* type) {
+  const std::string path = ::testing::TempDir() + "/interleaved-tiny-llama-" + type + ".gguf";
+  QuantizeOptions q;
+  q.type = type;
+  q.pure = true;
+  q.threads = 2;
+  quantize_model(kTinyLlama, path, q);
+  BothWays both{Model::load(path), nullptr};
+  LoadOptions in_memory;
+  in_memory.use_mmap = false;
+  both.read = Model::load(path, in_memory);
+  const Layer& layer = both.mapped->layers()[0];
+  for (const Tensor* t :
+       {layer.wq, layer.wk, layer.wv, layer.wo, layer.ffn_gate, layer.ffn_down, both.mapped->output()})
+    EXPECT_TRUE(interleaved(t)) << t->describe();
+  EXPECT_FALSE(interleaved(both.mapped->token_embd()));  // GET_ROWS reads it
+  EXPECT_FALSE(interleaved(both.read->layers()[0].wq));
+
+  const gguf::File file = gguf::File::open(path);
+  const gguf::TensorInfo* info = file.find_tensor("blk.0.ffn_down.weight");
+  EXPECT_NE(info, nullptr);
+  if (info != nullptr) {
+    std::vector<char> back(layer.ffn_down->nbytes());
+    tensor_get(*layer.ffn_down, back.data(), 0, back.size());
+    EXPECT_EQ(0, std::memcmp(back.data(), file.tensor_data(*info), back.size()));
+  }
+  return both;
+}
+
 }  // namespace
 
 TEST(InterleavedWeights, CpuModelsKeepQ4_0AndQ8_0MatricesInterleaved) {
   const std::vector<Token> tokens = {1, 35, 87, 203, 12, 499, 7, 64, 300, 11};
   for (const char* type : {"q4_0", "q8_0"}) {
     SCOPED_TRACE(type);
-    const std::string path = ::testing::TempDir() + "/interleaved-tiny-llama-" + type + ".gguf";
-    QuantizeOptions q;
-    q.type = type;
-    q.pure = true;
-    q.threads = 2;
-    quantize_model(kTinyLlama, path, q);
-
-    auto mapped = Model::load(path);  // mapped: interleaved
-    LoadOptions in_memory;
-    in_memory.use_mmap = false;  // read into memory: ggml's blocks, no second copy
-    auto read = Model::load(path, in_memory);
-    const Layer& layer = mapped->layers()[0];
-    for (const Tensor* t : {layer.wq, layer.wk, layer.wv, layer.wo, mapped->output()})
-      EXPECT_TRUE(interleaved(t)) << t->describe();
-    EXPECT_FALSE(interleaved(mapped->token_embd()));  // GET_ROWS reads it
-    EXPECT_FALSE(interleaved(read->layers()[0].wq));
-
-    // tensor_get gives the file's bytes back.
-    const gguf::File file = gguf::File::open(path);
-    const gguf::TensorInfo* info = file.find_tensor("blk.0.attn_q.weight");
-    ASSERT_NE(info, nullptr);
-    std::vector<char> back(layer.wq->nbytes());
-    tensor_get(*layer.wq, back.data(), 0, back.size());
-    EXPECT_EQ(0, std::memcmp(back.data(), file.tensor_data(*info), back.size()));
-
-    const std::vector<float> a = all_logits(*mapped, tokens), b = all_logits(*read, tokens);
+    const BothWays both = tiny_llama_both_ways(type);
+    const Model& mapped = *both.mapped;
+    const Model& read = *both.read;
+    const std::vector<float> a = all_logits(mapped, tokens), b = all_logits(read, tokens);
     ASSERT_EQ(a.size(), b.size());
     double err = 0.0, norm = 0.0;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -75,7 +88,7 @@ TEST(InterleavedWeights, CpuModelsKeepQ4_0AndQ8_0MatricesInterleaved) {
       norm += static_cast<double>(b[i]) * b[i];
     }
     EXPECT_LT(err / norm, 1e-10);  // the same products, summed in another order (measured 4e-14)
-    const auto n_vocab = static_cast<size_t>(mapped->hparams().n_vocab);
+    const auto n_vocab = static_cast<size_t>(mapped.hparams().n_vocab);
     for (size_t t = 0; t < tokens.size(); ++t)
       EXPECT_EQ(std::max_element(a.begin() + t * n_vocab, a.begin() + (t + 1) * n_vocab) - a.begin(),
                 std::max_element(b.begin() + t * n_vocab, b.begin() + (t + 1) * n_vocab) - b.begin())
@@ -87,36 +100,16 @@ TEST(InterleavedWeights, HalfFloatModelsGiveTheLogitsOfGgmlRowsExactly) {
   const std::vector<Token> tokens = {1, 35, 87, 203, 12, 499, 7, 64, 300, 11};
   for (const char* type : {"f16", "bf16"}) {
     SCOPED_TRACE(type);
-    const std::string path = ::testing::TempDir() + "/interleaved-tiny-llama-" + type + ".gguf";
-    QuantizeOptions q;
-    q.type = type;
-    q.threads = 2;
-    quantize_model(kTinyLlama, path, q);
-
-    auto mapped = Model::load(path);
-    LoadOptions in_memory;
-    in_memory.use_mmap = false;
-    auto read = Model::load(path, in_memory);
-    const Layer& layer = mapped->layers()[0];
-    for (const Tensor* t :
-         {layer.wq, layer.wk, layer.wv, layer.wo, layer.ffn_gate, layer.ffn_down, mapped->output()})
-      EXPECT_TRUE(interleaved(t)) << t->describe();
-    EXPECT_FALSE(interleaved(mapped->token_embd()));
-    EXPECT_FALSE(interleaved(read->layers()[0].wq));
-
-    const gguf::File file = gguf::File::open(path);
-    const gguf::TensorInfo* info = file.find_tensor("blk.0.ffn_down.weight");
-    ASSERT_NE(info, nullptr);
-    std::vector<char> back(layer.ffn_down->nbytes());
-    tensor_get(*layer.ffn_down, back.data(), 0, back.size());
-    EXPECT_EQ(0, std::memcmp(back.data(), file.tensor_data(*info), back.size()));
+    const BothWays both = tiny_llama_both_ways(type);
+    const Model& mapped = *both.mapped;
+    const Model& read = *both.read;
 
     // A prompt (the tile kernels) and then one token at a time (the matrix-vector kernels).
-    EXPECT_EQ(all_logits(*mapped, tokens), all_logits(*read, tokens));
+    EXPECT_EQ(all_logits(mapped, tokens), all_logits(read, tokens));
     SessionOptions so;
     so.n_ctx = 64;
     so.n_threads = 2;
-    Session a(*mapped, so), b(*read, so);
+    Session a(mapped, so), b(read, so);
     for (Token t : tokens) {
       const std::vector<Token> one = {t};
       const std::vector<float> la = a.decode(one);
