@@ -47,8 +47,8 @@ TESSERA_AVX2 inline __m256 load8(const char* p) {
 template <WeightKind Kind, bool Grouped>
 inline const char* elems_at(const char* a, size_t a_stride, int m, int64_t i) {
   if constexpr (Grouped) {
-    static_assert(Kind != WeightKind::F32 && kInterleaveRows * 2 == 16 && kHalfPiece == 8);
-    return a + 16 * m + 16 * i;  // piece i / 8 at 128 * (i / 8), row m at 16 m in it
+    static_assert(Kind != WeightKind::F32 && kInterleaveRows == 8 && kHalfPiece == 8);
+    return a + 16 * m + 16 * i;  // piece i / 8 of the group at 128 (i / 8), row m's 16 bytes at 16 m in it
   } else {
     return a + m * a_stride + (Kind == WeightKind::F32 ? 4 : 2) * i;
   }
