@@ -51,25 +51,24 @@ void copy_halves(const Tensor& t, const char* from, size_t offset, size_t size, 
           into_layout ? "to_interleaved" : "from_interleaved", offset, offset + size, t.describe());
   const size_t row_bytes = t.row_size(), piece_bytes = 2 * kHalfPiece;
   const size_t grouped = static_cast<size_t>(interleaved_rows(t)) * row_bytes;
+  // n bytes at layout_at in the layout <-> at image_at in the caller's bytes.
+  const auto copy = [&](size_t layout_at, size_t image_at, size_t n) {
+    if (into_layout)
+      std::memcpy(to + layout_at, from + image_at, n);
+    else
+      std::memcpy(to + image_at, from + layout_at, n);
+  };
   for (size_t o = offset, end = offset + size; o < end;) {
-    const size_t image_at = o - offset;  // where byte o is in the caller's bytes
-    if (o >= grouped) {                  // rows after the last group: ggml's image
-      const size_t n = end - o;
-      if (into_layout)
-        std::memcpy(to + o, from + image_at, n);
-      else
-        std::memcpy(to + image_at, from + o, n);
+    if (o >= grouped) {  // rows after the last group: ggml's image
+      copy(o, o - offset, end - o);
       break;
     }
     const size_t r = o / row_bytes, in_row = o % row_bytes;
-    const size_t piece = in_row / piece_bytes, in_piece = in_row % piece_bytes;
-    const size_t n = std::min(piece_bytes - in_piece, end - o);
-    const size_t at = (r / kInterleaveRows) * kInterleaveRows * row_bytes +
-                      piece * kInterleaveRows * piece_bytes + (r % kInterleaveRows) * piece_bytes + in_piece;
-    if (into_layout)
-      std::memcpy(to + at, from + image_at, n);
-    else
-      std::memcpy(to + image_at, from + at, n);
+    const size_t n = std::min(piece_bytes - in_row % piece_bytes, end - o);  // to the piece's end
+    const size_t group = (r / kInterleaveRows) * kInterleaveRows * row_bytes;
+    copy(group + half_offset_in_group(static_cast<int64_t>(r % kInterleaveRows),
+                                      static_cast<int64_t>(in_row / 2)),
+         o - offset, n);
     o += n;
   }
 }

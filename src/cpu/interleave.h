@@ -23,6 +23,13 @@ namespace tessera::cpu {
 inline constexpr int kInterleaveRows = 8;
 inline constexpr int kHalfPiece = 8;  // F16 / BF16 elements of a row kept together
 
+// F16 / BF16: the byte of element i of row l (0..7) of a group, from the group's start.
+inline constexpr size_t half_offset_in_group(int64_t l, int64_t i) noexcept {
+  constexpr size_t kPieceBytes = 2 * kHalfPiece;
+  return static_cast<size_t>(i / kHalfPiece) * kInterleaveRows * kPieceBytes +
+         static_cast<size_t>(l) * kPieceBytes + static_cast<size_t>(i % kHalfPiece) * 2;
+}
+
 // The types with an interleaved layout.
 bool has_interleaved_layout(DType type) noexcept;
 

@@ -47,8 +47,8 @@ TESSERA_AVX2 inline __m256 load8(const char* p) {
 template <WeightKind Kind, bool Grouped>
 inline const char* elems_at(const char* a, size_t a_stride, int m, int64_t i) {
   if constexpr (Grouped) {
-    static_assert(Kind != WeightKind::F32 && kInterleaveRows == 8 && kHalfPiece == 8);
-    return a + 16 * m + 16 * i;  // piece i / 8 of the group at 128 (i / 8), row m's 16 bytes at 16 m in it
+    static_assert(Kind != WeightKind::F32);
+    return a + half_offset_in_group(m, i);
   } else {
     return a + m * a_stride + (Kind == WeightKind::F32 ? 4 : 2) * i;
   }
@@ -362,8 +362,9 @@ TESSERA_AVX2 void matvec_float(const TileArgs& t) {
   for (int64_t i = 0; i < kv; i += 8) {
     const __m256 bv = _mm256_loadu_ps(b + i);
     if constexpr (Grouped) {  // the group's 128 bytes for these 8 elements: one stream
-      _mm_prefetch(t.a + 16 * i + ahead, _MM_HINT_T0);
-      _mm_prefetch(t.a + 16 * i + ahead + 64, _MM_HINT_T0);
+      const char* next = t.a + half_offset_in_group(0, i) + ahead;
+      _mm_prefetch(next, _MM_HINT_T0);
+      _mm_prefetch(next + 64, _MM_HINT_T0);
     } else if ((i * kElem) % 64 == 0) {
 #pragma GCC unroll 8
       for (int m = 0; m < RM; ++m) _mm_prefetch(t.a + m * t.a_stride + i * kElem + ahead, _MM_HINT_T0);
@@ -479,11 +480,11 @@ TESSERA_AVX2 void tile_interleaved_half(const TileArgs& t) {
   if (RN == 1 && t.first && t.last && t.k0 == 0 && t.k1 == t.k)
     return matvec_float<Kind, kMatVecRows, true>(t);
   constexpr int kCols = RN <= 3 ? RN : RN / 2;
-  constexpr int kHalf = kMatVecRows / 2;
+  constexpr int kHalf = kInterleaveRows / 2;
   for (int h = 0; h < 2; ++h)
     for (int c0 = 0; c0 < RN; c0 += kCols) {
       TileArgs part = t;
-      part.a = t.a + 16 * kHalf * h;
+      part.a = t.a + half_offset_in_group(kHalf * h, 0);
       part.b = t.b + c0 * t.b_stride;
       part.dst = t.dst + c0 * t.dst_stride + kHalf * h;
       part.acc = t.acc == nullptr ? nullptr : t.acc + static_cast<size_t>((h * RN + c0) * kHalf * kAccLanes);

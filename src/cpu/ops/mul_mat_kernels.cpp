@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cpu/interleave.h"
 #include "tessera/convert.h"
 #include "tessera/quant.h"
 
@@ -162,17 +163,17 @@ void quantize_q8k_row(const float* src, char* dst, int64_t k) noexcept {
 
 void f16_row(const uint16_t* src, float* dst, int64_t k) noexcept { fp16_to_fp32_row(src, dst, k); }
 
-// 16-bit float weights in the interleaved layout: tile_float's operations on each row of the group
-// (piece i / 8 of row l at byte 128 (i / 8) + 16 l), state acc[(l * RN + n) * kAccLanes].
+// 16-bit float weights in the interleaved layout: tile_float's operations on each row of the group,
+// state acc[(l * RN + n) * kAccLanes].
 template <WeightKind Kind, int RN>
 void tile_interleaved_half(const TileArgs& t) noexcept {
-  for (int l = 0; l < kMatVecRows; ++l)
+  for (int l = 0; l < kInterleaveRows; ++l)
     for (int n = 0; n < RN; ++n) {
       const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
       const int64_t at = (l * RN + n) * kAccLanes;
       float s = t.first ? 0.0f : t.acc[at];
       for (int64_t i = t.k0; i < t.k1; ++i)
-        s += load_elem(Kind, t.a + 16 * (i / 8) * kMatVecRows + 16 * l + 2 * (i % 8), 0) * brow[i];
+        s += load_elem(Kind, t.a + half_offset_in_group(l, i), 0) * brow[i];
       if (t.last)
         t.dst[n * t.dst_stride + l] = s;
       else
