@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "cpu/ops/mul_mat_kernels.h"
 #include "tessera/buffer.h"
 #include "tessera/cpu.h"
 
@@ -28,7 +29,8 @@ class CpuDevice final : public Device {
  public:
   std::string name() const override { return "CPU"; }
   std::string description() const override {
-    return cpu_model_name() + " (" + std::to_string(hardware_threads()) + " threads)";
+    return cpu_model_name() + " (" + std::to_string(hardware_threads()) + " threads, " +
+           mm::active_kernels().isa + " kernels)";
   }
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   DeviceMemory memory() const override {

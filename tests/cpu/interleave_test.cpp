@@ -146,7 +146,7 @@ std::vector<float> computed(Tensor* out, int threads, KernelSet kernels) {
 }
 
 TEST(CpuInterleave, MulMatMatchesTheReferenceWithTheSameBitsEverywhere) {
-  const cpu::mm::KernelTable* tables[] = {&cpu::mm::scalar_kernels(), cpu::mm::avx2_kernels()};
+  const std::vector<const cpu::mm::KernelTable*> tables = cpu::mm::available_kernels();
   for (DType type : {DType::Q4_0, DType::Q8_0})
     for (int64_t k : {32, 96, 4096})  // 4096: the tiles split K (ranges of 3072)
       for (int64_t m : {8, 13, 40}) {
@@ -168,7 +168,6 @@ TEST(CpuInterleave, MulMatMatchesTheReferenceWithTheSameBitsEverywhere) {
         std::vector<float> arow(static_cast<size_t>(k)), bcol(static_cast<size_t>(k));
         std::vector<float> first;
         for (const cpu::mm::KernelTable* table : tables) {
-          if (table == nullptr) continue;  // no AVX2
           SCOPED_TRACE(table->isa);
           cpu::mm::ScopedKernelOverride use(table);
           const std::vector<float> got = computed(got_out, 2, KernelSet::Fast);
@@ -215,7 +214,7 @@ TEST(CpuInterleave, MulMatMatchesTheReferenceWithTheSameBitsEverywhere) {
 // 16-bit float weights: each kernel table gives, from the interleaved layout, exactly the bits it
 // gives from ggml's rows, for every column count (1: the matrix-vector kernels), K split and thread count.
 TEST(CpuInterleave, HalfMulMatHasTheBitsOfGgmlRows) {
-  const cpu::mm::KernelTable* tables[] = {&cpu::mm::scalar_kernels(), cpu::mm::avx2_kernels()};
+  const std::vector<const cpu::mm::KernelTable*> tables = cpu::mm::available_kernels();
   for (DType type : {DType::F16, DType::BF16})
     for (int64_t k : {8, 40, 2304})  // 2304: the tiles split K
       for (int64_t m : {8, 13, 40})
@@ -233,8 +232,7 @@ TEST(CpuInterleave, HalfMulMatHasTheBitsOfGgmlRows) {
           Tensor* got_out = ops::mul_mat(ctx, il.w, b);
           EXPECT_EQ(computed(want_out, 2, KernelSet::Reference), computed(got_out, 2, KernelSet::Reference));
           for (const cpu::mm::KernelTable* table : tables) {
-            if (table == nullptr) continue;  // no AVX2
-            SCOPED_TRACE(table->isa);
+              SCOPED_TRACE(table->isa);
             cpu::mm::ScopedKernelOverride use(table);
             const std::vector<float> want = computed(want_out, 2, KernelSet::Fast);
             for (int threads : {1, 2, 3})

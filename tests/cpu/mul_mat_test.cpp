@@ -641,9 +641,8 @@ TEST(CpuMulMat, Q8_1SumsForTheMinimumTypes) {
   std::vector<float> x = test::random_values(32 * 4, 9);
   const int64_t k = static_cast<int64_t>(x.size());
   std::vector<char> row(cpu::mm::q8_row_bytes(k));
-  const cpu::mm::KernelTable* tables[] = {&cpu::mm::scalar_kernels(), cpu::mm::avx2_kernels()};
+  const std::vector<const cpu::mm::KernelTable*> tables = cpu::mm::available_kernels();
   for (const cpu::mm::KernelTable* table : tables) {
-    if (table == nullptr) continue;
     SCOPED_TRACE(table->isa);
     table->quantize_q8_row(x.data(), row.data(), k);
     for (int64_t j = 0; j < k / 32; ++j) {
@@ -673,9 +672,8 @@ TEST(CpuMulMat, SimdQ8KQuantizationMatchesTheReference) {
   const int64_t k = static_cast<int64_t>(x.size());
   std::vector<BlockQ8_K> want(static_cast<size_t>(k / 256));
   ref::quantize_row_q8_k(x.data(), want.data(), k);
-  const cpu::mm::KernelTable* tables[] = {&cpu::mm::scalar_kernels(), cpu::mm::avx2_kernels()};
+  const std::vector<const cpu::mm::KernelTable*> tables = cpu::mm::available_kernels();
   for (const cpu::mm::KernelTable* table : tables) {
-    if (table == nullptr) continue;
     SCOPED_TRACE(table->isa);
     std::vector<char> row(cpu::mm::q8k_row_bytes(k));
     table->quantize_q8k_row(x.data(), row.data(), k);

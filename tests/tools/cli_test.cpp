@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/ops/mul_mat_kernels.h"
 #include "support/sanitizers.h"
 #include "tessera/gguf.h"
 #include "tessera/llm/vocab.h"
@@ -277,6 +278,28 @@ TEST(Cli, ReachingTheContextLimitEndsGenerationWithANotice) {
   EXPECT_TRUE(contains(r.out, "of 40 tokens: the context of 16 tokens is full")) << r.out;
   const auto fits = cli("run -m " + kModel + " -p 'Once upon a time' -n 4 --temp 0 -c 16");
   EXPECT_FALSE(contains(fits.out, "generation stopped")) << fits.out;
+}
+
+// The CPU's kernel table is the best the CPU runs unless TESSERA_CPU_ISA names another it runs; a
+// name it cannot run (or junk) is a warning naming the ones it can, and the best is used.
+TEST(Cli, CpuKernelsFollowTesseraCpuIsa) {
+  const auto tables = tessera::cpu::mm::available_kernels();
+  const std::string best = tables.front()->isa;
+  auto r = tessera::testing_support::run_cli("devices", "TESSERA_OPENCL_DEVICES=none");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, best + " kernels)")) << r.out;
+  for (const auto* table : tables) {
+    r = tessera::testing_support::run_cli("devices", std::string("TESSERA_OPENCL_DEVICES=none TESSERA_CPU_ISA=") +
+                                                         table->isa);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, std::string(table->isa) + " kernels)")) << r.out;
+    EXPECT_FALSE(contains(r.out, "TESSERA_CPU_ISA")) << r.out;
+  }
+  r = tessera::testing_support::run_cli("devices", "TESSERA_OPENCL_DEVICES=none TESSERA_CPU_ISA=avx1024");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "TESSERA_CPU_ISA='avx1024' is not one this CPU runs (")) << r.out;
+  EXPECT_TRUE(contains(r.out, "scalar); using " + best)) << r.out;
+  EXPECT_TRUE(contains(r.out, best + " kernels)")) << r.out;
 }
 
 #if TESSERA_HAVE_OPENCL

@@ -4,11 +4,17 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "core/env.h"
 #include "cpu/interleave.h"
 #include "tessera/convert.h"
+#include "tessera/log.h"
 #include "tessera/quant.h"
 
 namespace tessera::cpu::mm {
@@ -269,10 +275,30 @@ const KernelTable& scalar_kernels() noexcept {
   return table;
 }
 
+std::vector<const KernelTable*> available_kernels() {
+  std::vector<const KernelTable*> tables;
+  for (const KernelTable* t : {avx512_kernels(), avx2_kernels()})
+    if (t != nullptr) tables.push_back(t);
+  tables.push_back(&scalar_kernels());
+  return tables;
+}
+
 const KernelTable& active_kernels() noexcept {
   if (const KernelTable* o = g_override.load(std::memory_order_acquire)) return *o;
-  static const KernelTable* best = avx2_kernels() != nullptr ? avx2_kernels() : &scalar_kernels();
-  return *best;
+  static const KernelTable* chosen = [] {
+    const std::vector<const KernelTable*> tables = available_kernels();
+    const std::optional<std::string> want = env_string("TESSERA_CPU_ISA");
+    if (!want) return tables.front();
+    std::string names;
+    for (const KernelTable* t : tables) {
+      if (*want == t->isa) return t;
+      names += names.empty() ? t->isa : fmt::format(", {}", t->isa);
+    }
+    log(LogLevel::Warn, fmt::format("TESSERA_CPU_ISA='{}' is not one this CPU runs ({}); using {}", *want,
+                                    names, tables.front()->isa));
+    return tables.front();
+  }();
+  return *chosen;
 }
 
 ScopedKernelOverride::ScopedKernelOverride(const KernelTable* table) noexcept

@@ -17,6 +17,7 @@
 // whose tiles want the quants regrouped (pair_q8k_row) has them regrouped right after quantizing.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "tessera/dtype.h"
 
@@ -133,7 +134,13 @@ void fill_kquant_avx2(KernelTable& t);  // only called where the CPU has AVX2/FM
 const KernelTable& scalar_kernels() noexcept;
 // The AVX2/FMA/F16C kernels, or nullptr where they are not compiled in or the CPU lacks them.
 const KernelTable* avx2_kernels() noexcept;
-// What the fast path uses: the best table the CPU runs (or a test override).
+// The AVX-512 (F/BW/VL/DQ/VNNI) kernels (the AVX2 table with 512-bit interleaved-weight kernels,
+// the same bits), or nullptr where they are not compiled in or the CPU lacks them.
+const KernelTable* avx512_kernels() noexcept;
+// Every table this CPU runs, the best first (the scalar one last).
+std::vector<const KernelTable*> available_kernels();
+// What the fast path uses: the best table the CPU runs, or the one TESSERA_CPU_ISA names (scalar,
+// avx2, avx512-vnni; a name this CPU cannot run warns and is ignored), or a test override.
 const KernelTable& active_kernels() noexcept;
 
 // For tests: makes `table` active while alive (nullptr = the default choice again).
