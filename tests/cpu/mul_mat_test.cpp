@@ -292,8 +292,8 @@ void check_case(const Case& c, uint32_t seed = 7) {
   const Expected with_q8_b = quant ? expect(*g.a, *g.b, true) : exact;
   check_reference(computed_values(g.out, 2, KernelSet::Reference), with_q8_b);
 
-  const cpu::mm::KernelTable* tables[] = {&cpu::mm::active_kernels(), &cpu::mm::scalar_kernels()};
-  for (const cpu::mm::KernelTable* table : tables) {
+  std::vector<float> avx2;
+  for (const cpu::mm::KernelTable* table : cpu::mm::available_kernels()) {
     SCOPED_TRACE(table->isa);
     cpu::mm::ScopedKernelOverride use(table);
     const std::vector<float> fast = computed_values(g.out, 2, KernelSet::Fast);
@@ -301,6 +301,15 @@ void check_case(const Case& c, uint32_t seed = 7) {
     if (quant) {
       EXPECT_LT(nmse(fast, exact.value), 5e-4);
     }
+    // The AVX-512 table redoes some AVX2 kernels in wider registers with the same operations per
+    // output: the same bits.
+    if (table == cpu::mm::avx2_kernels()) avx2 = fast;
+  }
+  if (const cpu::mm::KernelTable* wide = cpu::mm::avx512_kernels()) {
+    cpu::mm::ScopedKernelOverride use(wide);
+    EXPECT_EQ(0, std::memcmp(computed_values(g.out, 2, KernelSet::Fast).data(), avx2.data(),
+                             avx2.size() * sizeof(float)))
+        << "the AVX-512 kernels differ from the AVX2 ones";
   }
 }
 
@@ -715,6 +724,21 @@ TEST(CpuMulMat, Q8KPairOrderOfTheSimdTiles) {
     }
   }
   EXPECT_EQ(0, std::memcmp(row.data() + k, in_order.data() + k, row.size() - static_cast<size_t>(k)));
+  // The AVX-512 tiles load two chunk pairs' `first` pieces at once: per 128 bytes, the AVX2 order's
+  // pieces [first 0, second 0, first 1, second 1] become [first 0, first 1, second 0, second 1].
+  const cpu::mm::KernelTable* wide = cpu::mm::avx512_kernels();
+  if (wide == nullptr) return;
+  std::vector<char> wide_row = in_order;
+  wide->pair_q8k_row(wide_row.data(), k);
+  for (int64_t i = 0; i < k; i += 128) {
+    const char* avx2 = row.data() + i;
+    const char* got = wide_row.data() + i;
+    EXPECT_EQ(0, std::memcmp(got, avx2, 32)) << "at " << i;
+    EXPECT_EQ(0, std::memcmp(got + 32, avx2 + 64, 32)) << "at " << i;
+    EXPECT_EQ(0, std::memcmp(got + 64, avx2 + 32, 32)) << "at " << i;
+    EXPECT_EQ(0, std::memcmp(got + 96, avx2 + 96, 32)) << "at " << i;
+  }
+  EXPECT_EQ(0, std::memcmp(wide_row.data() + k, in_order.data() + k, row.size() - static_cast<size_t>(k)));
 }
 
 TEST(CpuMulMat, HandComputedQ4_KBlock) {

@@ -1,5 +1,6 @@
 // AVX-512 (F, BW, VL, DQ, VNNI) MUL_MAT kernels, chosen at run time where the CPU has them: the AVX2
-// table with the interleaved-weight kernels redone in 512-bit registers.
+// table with the interleaved-weight kernels and the K-quant tiles (mul_mat_kquants_avx512.cpp)
+// redone in 512-bit registers.
 //
 // Each kernel computes what the AVX2 one computes, in the same order, so the table gives the same
 // bits as the AVX2 one (and, for the interleaved Q4_0 / Q8_0 rows, as the scalar one):
@@ -178,6 +179,7 @@ const KernelTable* avx512_kernels() noexcept {
     static KernelTable t = *avx2_kernels();
     t.isa = "avx512-vnni";
     fill_all_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
+    fill_kquant_avx512(t);  // the K-quants and IQ4_XS, and their order of b's quants
     return &t;
   }();
   return table;

@@ -130,6 +130,7 @@ inline Q8KRow q8k_row(const char* row, int64_t k) noexcept {
 // The K-quant and IQ4_XS tile kernels, in files of their own (mul_mat_kquants*.cpp).
 void fill_kquant_scalar(KernelTable& t);
 void fill_kquant_avx2(KernelTable& t);  // only called where the CPU has AVX2/FMA/F16C
+void fill_kquant_avx512(KernelTable& t);  // only called where the CPU has the AVX-512 table's ISA
 
 const KernelTable& scalar_kernels() noexcept;
 // The AVX2/FMA/F16C kernels, or nullptr where they are not compiled in or the CPU lacks them.

@@ -1,0 +1,242 @@
+#pragma once
+// The pieces of the AVX2 K-quant tiles (mul_mat_kquants_avx2.cpp) that the AVX-512 ones
+// (mul_mat_kquants_avx512.cpp) share: block scales, chunk unpacking, and the Pair order of b's
+// quants. x86 only, compiled per function with TESSERA_AVX2.
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/ops/mul_mat_avx2.h"
+#include "tessera/blocks.h"
+#include "tessera/convert.h"
+
+namespace tessera::cpu::mm::kq {
+
+// fp16 to f32 in one instruction (the same bits as fp16_to_fp32, which is not inlined).
+TESSERA_AVX2 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+template <class Block>
+constexpr bool kGroups16 =
+    std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>;
+// How b's group sums enter: not at all, times dmin (the minimums), or exactly in the integer sum
+// (the offsets of Q3_K and Q6_K, times d).
+enum class Sums { None, Min, Offset };
+template <class Block>
+constexpr Sums kSums = std::is_same_v<Block, BlockIQ4_XS>                                       ? Sums::None
+                       : (std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>) ? Sums::Offset
+                                                                                                : Sums::Min;
+
+// A super-block's scales, ready for the chunk loop.
+struct Scales {
+  __m256i lo;    // int16 scales 0..7 in both 128-bit halves (32-element groups: all 8)
+  __m256i hi;    // 16-element groups: scales 8..15 in both halves
+  __m256i sums;  // the 16 int16 coefficients of b's 16 group sums
+  float d, dmin;
+};
+
+TESSERA_AVX2 inline __m128i bytes_of(uint64_t lo, uint64_t hi) {
+  return _mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo));
+}
+
+TESSERA_AVX2 inline void split16(__m256i s16, Scales& s) {
+  s.lo = _mm256_permute4x64_epi64(s16, 0x44);
+  s.hi = _mm256_permute4x64_epi64(s16, 0xee);
+}
+
+TESSERA_AVX2 inline Scales scales_of(const BlockQ2_K& b) {
+  Scales s;
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  split16(_mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)), s);
+  s.sums = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+  s.d = half_to_float(b.d);
+  s.dmin = half_to_float(b.dmin);
+  return s;
+}
+
+TESSERA_AVX2 inline Scales scales_of(const BlockQ3_K& b) {
+  // Low nibbles: scales 0..7 in bytes 0..7, 8..15 in their high nibbles. Top two bits: scale j's
+  // in byte 8 + j % 4 at bit 2 * (j / 4).
+  uint64_t low;
+  uint32_t top;
+  std::memcpy(&low, b.scales, 8);
+  std::memcpy(&top, b.scales + 8, 4);
+  constexpr uint64_t k4 = 0x0f0f0f0f0f0f0f0full;
+  constexpr uint32_t k2 = 0x03030303u;
+  const uint64_t top_lo = (top & k2) | (static_cast<uint64_t>((top >> 2) & k2) << 32);
+  const uint64_t top_hi = ((top >> 4) & k2) | (static_cast<uint64_t>((top >> 6) & k2) << 32);
+  const __m128i packed = bytes_of((low & k4) | (top_lo << 4), ((low >> 4) & k4) | (top_hi << 4));
+  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(packed, _mm_set1_epi8(32)));
+  Scales s;
+  split16(s16, s);
+  s.sums = _mm256_slli_epi16(s16, 2);  // u = q + 4
+  s.d = half_to_float(b.d);
+  s.dmin = 0.0f;
+  return s;
+}
+
+// Q4_K / Q5_K: the 6-bit scales and minimums of k_scale_min, four at a time in 32-bit words.
+template <class Block>
+TESSERA_AVX2 inline Scales scales_4_5(const Block& b) {
+  uint32_t w[3];
+  std::memcpy(w, b.scales, 12);
+  const uint32_t sc_lo = w[0] & 0x3f3f3f3fu;
+  const uint32_t mn_lo = w[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+  Scales s;
+  s.lo = _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(bytes_of(sc_lo | (static_cast<uint64_t>(sc_hi) << 32), 0)));
+  s.hi = s.lo;
+  const __m128i mins = bytes_of(mn_lo | (static_cast<uint64_t>(mn_hi) << 32), 0);
+  s.sums = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));  // one minimum per two groups of 16
+  s.d = half_to_float(b.d);
+  s.dmin = half_to_float(b.dmin);
+  return s;
+}
+TESSERA_AVX2 inline Scales scales_of(const BlockQ4_K& b) { return scales_4_5(b); }
+TESSERA_AVX2 inline Scales scales_of(const BlockQ5_K& b) { return scales_4_5(b); }
+
+TESSERA_AVX2 inline Scales scales_of(const BlockQ6_K& b) {
+  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  Scales s;
+  split16(s16, s);
+  s.sums = _mm256_slli_epi16(s16, 5);  // u = q + 32
+  s.d = half_to_float(b.d);
+  s.dmin = 0.0f;
+  return s;
+}
+
+TESSERA_AVX2 inline Scales scales_of(const BlockIQ4_XS& b) {
+  alignas(16) int16_t sc[8];
+  for (int g = 0; g < 8; ++g) {
+    const int low = (b.scales_l[g / 2] >> (4 * (g % 2))) & 0x0f;
+    const int high = (b.scales_h >> (2 * g)) & 3;
+    sc[g] = static_cast<int16_t>((low | (high << 4)) - 32);
+  }
+  Scales s;
+  s.lo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+  s.hi = s.lo;
+  s.sums = _mm256_setzero_si256();
+  s.d = half_to_float(b.d);
+  s.dmin = 0.0f;
+  return s;
+}
+
+// Shuffles that spread pair i's scales over the 16 int16 lanes that madd weights: lane 2l gets the
+// scale of chunk 2i's elements in 32-bit lane l, lane 2l + 1 that of chunk 2i + 1's (see Pair).
+// 32-element groups: scales 2i and 2i + 1 everywhere. 16-element groups: scales 4i and 4i + 2 in the
+// low half, 4i + 1 and 4i + 3 in the high one (of s.lo for i < 2, of s.hi for i >= 2).
+struct PickMasks {
+  alignas(32) uint8_t one[4][32];
+  alignas(32) uint8_t two[2][32];
+  alignas(32) uint8_t swap[32];  // swaps the 16-bit halves of every 32-bit lane
+  constexpr PickMasks() : one{}, two{}, swap{} {
+    for (int p = 0; p < 4; ++p)
+      for (int b = 0; b < 32; ++b) one[p][b] = static_cast<uint8_t>(2 * (2 * p + (b / 2) % 2) + b % 2);
+    for (int p = 0; p < 2; ++p)
+      for (int b = 0; b < 32; ++b)
+        two[p][b] = static_cast<uint8_t>(2 * (4 * p + (b >= 16 ? 1 : 0) + 2 * ((b / 2) % 2)) + b % 2);
+    for (int b = 0; b < 32; ++b) swap[b] = static_cast<uint8_t>(b ^ 2);
+  }
+};
+inline constexpr PickMasks kPick;
+
+template <class Block>
+TESSERA_AVX2 inline __m256i pair_scales(const Scales& s, int i) {
+  if constexpr (kGroups16<Block>) {
+    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.two[i % 2]));
+    return _mm256_shuffle_epi8(i < 2 ? s.lo : s.hi, mask);
+  } else {
+    return _mm256_shuffle_epi8(s.lo, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.one[i])));
+  }
+}
+
+// Moves the bits of every byte left by `by` (right when negative); the callers mask afterwards.
+TESSERA_AVX2 inline __m256i shift_bits(__m256i v, int by) {
+  return by >= 0 ? _mm256_slli_epi16(v, by) : _mm256_srli_epi16(v, -by);
+}
+
+TESSERA_AVX2 inline __m256i load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Chunks 2i and 2i + 1 of a super-block as the bytes u the kernel multiplies.
+TESSERA_AVX2 inline void chunk_pair(const BlockQ2_K& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i v = load32(b.qs + 32 * (i / 2));
+  const int p = 2 * (i % 2);
+  const __m256i three = _mm256_set1_epi8(3);
+  u0 = _mm256_and_si256(_mm256_srli_epi16(v, 2 * p), three);
+  u1 = _mm256_and_si256(_mm256_srli_epi16(v, 2 * p + 2), three);
+}
+
+TESSERA_AVX2 inline void chunk_pair(const BlockQ3_K& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i v = load32(b.qs + 32 * (i / 2));
+  const __m256i h = load32(b.hmask);
+  const int p = 2 * (i % 2);
+  const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  // The high bit of chunk c is bit c of hmask; set, it adds 4 (u = q + 4).
+  u0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * p), three),
+                       _mm256_and_si256(shift_bits(h, 2 - 2 * i), four));
+  u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * p + 2), three),
+                       _mm256_and_si256(shift_bits(h, 1 - 2 * i), four));
+}
+
+TESSERA_AVX2 inline void chunk_pair(const BlockQ4_K& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i v = load32(b.qs + 32 * i);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  u0 = _mm256_and_si256(v, low4);
+  u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+}
+
+TESSERA_AVX2 inline void chunk_pair(const BlockQ5_K& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i v = load32(b.qs + 32 * i);
+  const __m256i h = load32(b.qh);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
+  // The fifth bit of chunk c is bit c of qh.
+  u0 = _mm256_or_si256(_mm256_and_si256(v, low4), _mm256_and_si256(shift_bits(h, 4 - 2 * i), bit4));
+  u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4),
+                       _mm256_and_si256(shift_bits(h, 3 - 2 * i), bit4));
+}
+
+TESSERA_AVX2 inline void chunk_pair(const BlockQ6_K& b, int i, __m256i& u0, __m256i& u1) {
+  // Chunk 4h + k: nibble k / 2 of ql[64h + 32 (k % 2) + l], bits 2k, 2k + 1 of qh[32h + l].
+  const int half = i / 2, k0 = 2 * (i % 2);
+  const __m256i l0 = load32(b.ql + 64 * half);
+  const __m256i l1 = load32(b.ql + 64 * half + 32);
+  const __m256i h = load32(b.qh + 32 * half);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+  const int nib = 4 * (i % 2);
+  u0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, nib), low4),
+                       _mm256_and_si256(shift_bits(h, 4 - 2 * k0), top2));
+  u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, nib), low4),
+                       _mm256_and_si256(shift_bits(h, 2 - 2 * k0), top2));
+}
+
+// IQ4_XS: signed grid values (group g: low nibbles of qs[16g..], then the high ones).
+TESSERA_AVX2 inline void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __m256i& u1) {
+  const __m256i raw = load32(b.qs + 32 * i);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i lo = _mm256_and_si256(raw, low4);
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+  const __m256i grid =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+  u0 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x20));
+  u1 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// Chunks c0 = 2i and c1 = 2i + 1 of a super-block (element e at byte e of u0, u1) regrouped so that
+// one madd weights both: 32-bit lane l of `first` holds c0's elements 4l, 4l + 1 then c1's 4l + 2,
+// 4l + 3; of `second` c0's 4l + 2, 4l + 3 then c1's 4l, 4l + 1. Every 32-bit lane keeps the elements
+// 4l..4l + 3 it had and maddubs the same element pairs, so the integer lane sums are unchanged. b's
+// quants are stored in this order (pair_q8k_row).
+struct Pair {
+  __m256i first, second;
+};
+
+TESSERA_AVX2 inline Pair pair_of(__m256i u0, __m256i u1, __m256i swap) {
+  return {_mm256_blend_epi16(u0, u1, 0xaa), _mm256_shuffle_epi8(_mm256_blend_epi16(u1, u0, 0xaa), swap)};
+}
+
+}  // namespace tessera::cpu::mm::kq

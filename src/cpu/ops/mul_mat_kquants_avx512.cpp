@@ -1,0 +1,224 @@
+// AVX-512 (BW, VL, VNNI) MUL_MAT tiles of the K-quants (Q2_K ... Q6_K) and IQ4_XS against b in
+// Q8_K, for the AVX-512 table (mul_mat_avx512.cpp).
+//
+// The AVX2 tiles (mul_mat_kquants_avx2.cpp) with two chunk pairs per register: the low 256 bits
+// hold chunks 4h, 4h + 1 of a super-block (Pair order), the high 256 bits chunks 4h + 2, 4h + 3,
+// so a super-block is two steps of maddubs and one VPDPWSSD (madd and add in one) per b column
+// instead of four of maddubs, madd and add. b's quants are stored to match (pair_q8k_row). The two
+// halves' int32 lanes are added at the end of the super-block: the exact integer sums of the AVX2
+// tiles, then the same float operations in the same order, so the bits are the AVX2 table's.
+#include "cpu/ops/mul_mat_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its own
+// -Wuninitialized then reports at every use.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "cpu/ops/mul_mat_avx2.h"
+#include "cpu/ops/mul_mat_kquants_avx2.h"
+
+#define TESSERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+namespace tessera::cpu::mm {
+namespace {
+
+using namespace kq;
+
+TESSERA_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+TESSERA_AVX512 inline __m256i fold(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+// kq::pair_of on both halves at once.
+TESSERA_AVX512 inline void pair_of(__m512i u0, __m512i u1, __m512i swap, __m512i& first, __m512i& second) {
+  constexpr __mmask32 kOddWords = 0xaaaaaaaau;
+  first = _mm512_mask_blend_epi16(kOddWords, u0, u1);
+  second = _mm512_shuffle_epi8(_mm512_mask_blend_epi16(kOddWords, u1, u0), swap);
+}
+
+// Chunks 4h, 4h + 1 (u0) and 4h + 2, 4h + 3 (u1) as kq::chunk_pair gives them for chunk pairs 2h
+// and 2h + 1, in the two halves. Q4_K and Q6_K (what the usual mixes hold) unpack both halves at
+// once; the others unpack each and join them.
+template <class Block>
+TESSERA_AVX512 inline void chunk_pairs(const Block& b, int h, __m512i& u0, __m512i& u1) {
+  __m256i a0, a1, b0, b1;
+  chunk_pair(b, 2 * h, a0, a1);
+  chunk_pair(b, 2 * h + 1, b0, b1);
+  u0 = join(a0, b0);
+  u1 = join(a1, b1);
+}
+
+TESSERA_AVX512 inline void chunk_pairs(const BlockQ4_K& b, int h, __m512i& u0, __m512i& u1) {
+  const __m512i v = _mm512_loadu_si512(b.qs + 64 * h);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  u0 = _mm512_and_si512(v, low4);
+  u1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+}
+
+// lo in every 16-bit lane of the low half, hi in the high half.
+TESSERA_AVX512 inline __m512i halves(short lo, short hi) {
+  return _mm512_inserti64x4(_mm512_set1_epi16(lo), _mm256_set1_epi16(hi), 1);
+}
+
+TESSERA_AVX512 inline void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, __m512i& u1) {
+  // Chunk pair 2h takes the low nibbles of ql and qh's bits 0-3, pair 2h + 1 the high nibbles and
+  // bits 4-7 (see kq::chunk_pair): per-half shift counts.
+  const __m512i l0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h)));
+  const __m512i l1 =
+      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32)));
+  const __m512i hq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
+  const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
+  const __m512i nib = halves(0, 4);
+  u0 = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(l0, nib), low4),
+                       _mm512_and_si512(_mm512_sllv_epi16(hq, halves(4, 0)), top2));
+  u1 = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(l1, nib), low4),
+                       _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hq, halves(2, 0)), halves(0, 2)), top2));
+}
+
+// One weight row's super-blocks [j0, j1) against RN b rows, into acc[n] (8 lanes per dot).
+template <class Block, int RN>
+TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
+                                      int64_t j0, int64_t j1, __m256 (&acc)[RN]) {
+  constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
+  const __m512i swap = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap)));
+  for (int64_t j = j0; j < j1; ++j) {
+    const Block& blk = row[j];
+    const char* ahead = reinterpret_cast<const char*>(&blk) + ahead_bytes;
+    for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    const Scales s = scales_of(blk);
+    __m512i isum[RN];
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n) isum[n] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512i u0, u1, first, second;
+      chunk_pairs(blk, h, u0, u1);
+      pair_of(u0, u1, swap, first, second);
+      const __m512i sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
+      if constexpr (kSignedQ) {
+        // maddubs wants the unsigned operand: |a|, and a's sign onto b (IQ4_XS has no -128). Two
+        // int16 pair sums could overflow, so each half gets its own multiply-add.
+        const __m512i f = _mm512_abs_epi8(first), g = _mm512_abs_epi8(second);
+        const __mmask64 f_neg = _mm512_movepi8_mask(first), g_neg = _mm512_movepi8_mask(second);
+        const __m512i zero = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int n = 0; n < RN; ++n) {
+          const int8_t* q = brow[n].qs + 256 * j + 128 * h;
+          __m512i q0 = _mm512_loadu_si512(q), q1 = _mm512_loadu_si512(q + 64);
+          q0 = _mm512_mask_sub_epi8(q0, f_neg, zero, q0);
+          q1 = _mm512_mask_sub_epi8(q1, g_neg, zero, q1);
+          isum[n] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[n], _mm512_maddubs_epi16(f, q0), sc),
+                                        _mm512_maddubs_epi16(g, q1), sc);
+        }
+      } else {
+        // Each int16 lane sums four products u * q of one chunk: at most 4 * 63 * 127 < 2^15.
+#pragma GCC unroll 8
+        for (int n = 0; n < RN; ++n) {
+          const int8_t* q = brow[n].qs + 256 * j + 128 * h;
+          const __m512i x = _mm512_add_epi16(_mm512_maddubs_epi16(first, _mm512_loadu_si512(q)),
+                                             _mm512_maddubs_epi16(second, _mm512_loadu_si512(q + 64)));
+          isum[n] = _mm512_dpwssd_epi32(isum[n], x, sc);
+        }
+      }
+    }
+    // From here on the AVX2 tile's operations.
+    const __m256 d = _mm256_set1_ps(s.d);
+    const __m256 dmin = _mm256_set1_ps(s.dmin);
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n) {
+      __m256i is = fold(isum[n]);
+      const __m256 db = _mm256_broadcast_ss(brow[n].d + j);
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j));
+      if constexpr (kSums<Block> == Sums::Offset) is = _mm256_sub_epi32(is, _mm256_madd_epi16(s.sums, bsums));
+      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, db), acc[n]);
+      if constexpr (kSums<Block> == Sums::Min)
+        acc[n] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s.sums, bsums)),
+                                  _mm256_mul_ps(dmin, db), acc[n]);
+    }
+  }
+}
+
+// Rows one after another, as the AVX2 tiles.
+template <class Block, int RM, int RN>
+TESSERA_AVX512 void tile_kquant(const TileArgs& t) {
+  const int64_t j0 = t.k0 / 256, j1 = t.k1 / 256;
+  Q8KRow brow[RN];
+#pragma GCC unroll 8
+  for (int n = 0; n < RN; ++n) brow[n] = q8k_row(t.b + n * t.b_stride, t.k);
+  for (int m = 0; m < RM; ++m) {
+    __m256 acc[RN];
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n)
+      acc[n] = t.first ? _mm256_setzero_ps() : _mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes);
+    row_kquant<Block, RN>(reinterpret_cast<const Block*>(t.a + m * t.a_stride), 4 * RM * t.a_stride, brow, j0,
+                          j1, acc);
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n) {
+      if (t.last)
+        t.dst[n * t.dst_stride + m] = avx2::hsum(acc[n]);
+      else
+        _mm256_storeu_ps(t.acc + (m * RN + n) * kAccLanes, acc[n]);
+    }
+  }
+}
+
+// b's quants for these tiles: the AVX2 tiles' Pair order (per 64 bytes: the 32 that meet
+// Pair::first, then the 32 that meet Pair::second), then per 128 bytes (chunk pairs 2h', 2h' + 1)
+// the two `first` pieces, then the two `second` pieces, what one 64-byte load per half meets.
+void pair_q8k_row(char* row, int64_t k) {
+  avx2_kernels()->pair_q8k_row(row, k);
+  char piece[32];
+  for (int64_t i = 0; i < k; i += 128) {
+    std::memcpy(piece, row + i + 32, 32);  // [f0 s0 f1 s1] -> [f0 f1 s0 s1]
+    std::memcpy(row + i + 32, row + i + 64, 32);
+    std::memcpy(row + i + 64, piece, 32);
+  }
+}
+
+template <int RM, int RN>
+void fill(KernelTable& t) {
+  t.tile[static_cast<int>(WeightKind::Q2_K)][RM - 1][RN - 1] = tile_kquant<BlockQ2_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q3_K)][RM - 1][RN - 1] = tile_kquant<BlockQ3_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q4_K)][RM - 1][RN - 1] = tile_kquant<BlockQ4_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q5_K)][RM - 1][RN - 1] = tile_kquant<BlockQ5_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q6_K)][RM - 1][RN - 1] = tile_kquant<BlockQ6_K, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::IQ4_XS)][RM - 1][RN - 1] = tile_kquant<BlockIQ4_XS, RM, RN>;
+}
+
+template <int... I>
+void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
+  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
+}
+
+}  // namespace
+
+void fill_kquant_avx512(KernelTable& t) {
+  fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
+  t.wide[static_cast<int>(WeightKind::Q2_K)] = tile_kquant<BlockQ2_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::Q3_K)] = tile_kquant<BlockQ3_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::Q4_K)] = tile_kquant<BlockQ4_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::Q5_K)] = tile_kquant<BlockQ5_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::Q6_K)] = tile_kquant<BlockQ6_K, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::IQ4_XS)] = tile_kquant<BlockIQ4_XS, kMaxRM, kWideRN>;
+  t.pair_q8k_row = pair_q8k_row;
+}
+
+}  // namespace tessera::cpu::mm
+
+#else  // not x86
+
+namespace tessera::cpu::mm {
+void fill_kquant_avx512(KernelTable&) {}
+}  // namespace tessera::cpu::mm
+
+#endif
