@@ -14,6 +14,7 @@
 // on a loaded machine. No mutex, no condition variable, no allocation per loop.
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -62,6 +63,18 @@ class ThreadPool {
     ThreadPool& pool_;
   };
 
+  // Read-ahead while idle: inside a GraphScope, workers waiting for the next loop prefetch these
+  // byte ranges (the weights the next nodes read), a few KiB at a time and back to real work as soon
+  // as a loop comes, so a serial stretch of the graph (one-row ops on the caller) moves the next
+  // matrices from memory into the caches. Replaces the ranges given before. Only a hint: prefetches
+  // never fault, so ranges freed meanwhile cost nothing but the reads.
+  struct Range {
+    const void* data;
+    size_t size;
+  };
+  static constexpr int kMaxReadAhead = 8;  // ranges per call (more are ignored)
+  void read_ahead_while_idle(const Range* ranges, int count) noexcept;
+
   // Test seam: the start of worker number `index` (1-based, as the caller is 0) throws as if the
   // system had refused the thread; 0 turns it off.
   static void fail_worker_start_for_testing(int index) noexcept;
@@ -79,6 +92,8 @@ class ThreadPool {
   // Claims and runs chunks of loop `seq` until none is left.
   void run_chunks(uint32_t seq);
   void record_error() noexcept;
+  // Claims and prefetches one piece of the read-ahead ranges; false when none is left.
+  bool read_ahead_piece() noexcept;
   void stop_workers() noexcept;
 
   int n_threads_;
@@ -95,6 +110,13 @@ class ThreadPool {
   std::atomic<bool> main_parked_{false};             // the caller sleeps in done_.wait
   alignas(64) std::atomic<int> parked_{0};           // workers asleep in generation_.wait
   std::atomic<int> graph_scopes_{0};
+  // Read-ahead ranges (relaxed: a torn view only prefetches the wrong bytes), their total in
+  // pieces, and the claim word: call number (high 32 bits) and next piece (low 32 bits).
+  std::atomic<const char*> ahead_data_[kMaxReadAhead] = {};
+  std::atomic<size_t> ahead_size_[kMaxReadAhead] = {};
+  std::atomic<int> ahead_count_{0};
+  std::atomic<uint32_t> ahead_pieces_{0};
+  alignas(64) std::atomic<uint64_t> ahead_claim_{0};
   std::atomic<bool> stop_{false};
 };
 

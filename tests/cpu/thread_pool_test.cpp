@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +60,26 @@ TEST(CpuThreadPool, EveryItemRunsOncePerLoopWhetherWorkersSpinOrPark) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
   }
+}
+
+TEST(CpuThreadPool, ReadAheadWhileIdleIsOnlyAHint) {
+  // Idle workers prefetch the ranges given (here 64 MiB, more than they get through between loops)
+  // and still take their share of every loop exactly; ranges past kMaxReadAhead are ignored, memory
+  // freed (or never mapped) meanwhile is harmless, and no ranges lets them park again.
+  ThreadPool pool(3);
+  const std::vector<int> once(50, 1);
+  ThreadPool::GraphScope scope(pool);
+  auto memory = std::make_unique<std::vector<char>>(size_t{64} << 20);
+  std::vector<ThreadPool::Range> ranges(ThreadPool::kMaxReadAhead + 3, {memory->data(), memory->size()});
+  ranges[1] = {reinterpret_cast<const void*>(uintptr_t{4096}), size_t{1} << 20};  // not mapped
+  pool.read_ahead_while_idle(ranges.data(), static_cast<int>(ranges.size()));
+  for (int loop = 0; loop < 500; ++loop) ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
+  memory.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int loop = 0; loop < 500; ++loop) ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
+  pool.read_ahead_while_idle(nullptr, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(visits_per_item(pool, 50), once);
 }
 
 TEST(CpuThreadPool, ALoopsResultsAreVisibleToTheCaller) {

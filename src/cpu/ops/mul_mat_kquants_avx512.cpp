@@ -85,10 +85,11 @@ TESSERA_AVX512 inline void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, _
                        _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hq, halves(2, 0)), halves(0, 2)), top2));
 }
 
-// One weight row's super-blocks [j0, j1) against RN b rows, into acc[n] (8 lanes per dot).
+// One weight row's super-blocks [j0, j1) against RN b rows, into acc[n / 2] (8 lanes per dot,
+// column n in half n % 2).
 template <class Block, int RN>
 TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
-                                      int64_t j0, int64_t j1, __m256 (&acc)[RN]) {
+                                      int64_t j0, int64_t j1, __m512 (&acc)[(RN + 1) / 2]) {
   constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
   const __m512i swap = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap)));
   for (int64_t j = j0; j < j1; ++j) {
@@ -131,43 +132,61 @@ TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, cons
         }
       }
     }
-    // From here on the AVX2 tile's operations.
-    const __m256 d = _mm256_set1_ps(s.d);
-    const __m256 dmin = _mm256_set1_ps(s.dmin);
-#pragma GCC unroll 8
-    for (int n = 0; n < RN; ++n) {
-      __m256i is = fold(isum[n]);
-      const __m256 db = _mm256_broadcast_ss(brow[n].d + j);
-      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j));
-      if constexpr (kSums<Block> == Sums::Offset) is = _mm256_sub_epi32(is, _mm256_madd_epi16(s.sums, bsums));
-      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, db), acc[n]);
+    // From here on the AVX2 tile's operations, lane for lane, on two columns per register (the
+    // last of an odd count pairs with itself).
+    const __m512 d = _mm512_set1_ps(s.d);
+    const __m512 dmin = _mm512_set1_ps(s.dmin);
+    const __m512i sums = _mm512_broadcast_i64x4(s.sums);
+    const __m512i low_halves = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11);
+    const __m512i high_halves = _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15);
+#pragma GCC unroll 4
+    for (int p = 0; p < (RN + 1) / 2; ++p) {
+      const int n = 2 * p, n1 = n + 1 < RN ? n + 1 : n;
+      __m512i is = _mm512_add_epi32(_mm512_permutex2var_epi64(isum[n], low_halves, isum[n1]),
+                                    _mm512_permutex2var_epi64(isum[n], high_halves, isum[n1]));
+      const __m512 db = _mm512_mask_broadcastss_ps(_mm512_set1_ps(brow[n].d[j]), 0xff00,
+                                                   _mm_load_ss(brow[n1].d + j));
+      const __m512i bsums = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n1].bsums + 16 * j)), 1);
+      if constexpr (kSums<Block> == Sums::Offset) is = _mm512_sub_epi32(is, _mm512_madd_epi16(sums, bsums));
+      acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, db), acc[p]);
       if constexpr (kSums<Block> == Sums::Min)
-        acc[n] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s.sums, bsums)),
-                                  _mm256_mul_ps(dmin, db), acc[n]);
+        acc[p] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(sums, bsums)), _mm512_mul_ps(dmin, db),
+                                  acc[p]);
     }
   }
 }
 
-// Rows one after another, as the AVX2 tiles.
+// Rows one after another, as the AVX2 tiles; each register holds the 8-lane sums of two columns.
 template <class Block, int RM, int RN>
 TESSERA_AVX512 void tile_kquant(const TileArgs& t) {
+  constexpr int kPairs = (RN + 1) / 2;
   const int64_t j0 = t.k0 / 256, j1 = t.k1 / 256;
   Q8KRow brow[RN];
 #pragma GCC unroll 8
   for (int n = 0; n < RN; ++n) brow[n] = q8k_row(t.b + n * t.b_stride, t.k);
+  const __mmask16 last_pair = RN % 2 == 0 ? 0xffff : 0x00ff;  // an odd count's last column alone
   for (int m = 0; m < RM; ++m) {
-    __m256 acc[RN];
-#pragma GCC unroll 8
-    for (int n = 0; n < RN; ++n)
-      acc[n] = t.first ? _mm256_setzero_ps() : _mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes);
+    float* acc_m = t.acc == nullptr ? nullptr : t.acc + m * RN * kAccLanes;
+    __m512 acc[kPairs];
+#pragma GCC unroll 4
+    for (int p = 0; p < kPairs; ++p)
+      acc[p] = t.first ? _mm512_setzero_ps()
+                       : _mm512_maskz_loadu_ps(p + 1 < kPairs ? 0xffff : last_pair, acc_m + 2 * p * kAccLanes);
     row_kquant<Block, RN>(reinterpret_cast<const Block*>(t.a + m * t.a_stride), 4 * RM * t.a_stride, brow, j0,
                           j1, acc);
-#pragma GCC unroll 8
-    for (int n = 0; n < RN; ++n) {
-      if (t.last)
-        t.dst[n * t.dst_stride + m] = avx2::hsum(acc[n]);
-      else
-        _mm256_storeu_ps(t.acc + (m * RN + n) * kAccLanes, acc[n]);
+#pragma GCC unroll 4
+    for (int p = 0; p < kPairs; ++p) {
+      const int n = 2 * p;
+      if (!t.last) {
+        _mm512_mask_storeu_ps(acc_m + n * kAccLanes, p + 1 < kPairs ? 0xffff : last_pair, acc[p]);
+        continue;
+      }
+      t.dst[n * t.dst_stride + m] = avx2::hsum(_mm512_castps512_ps256(acc[p]));
+      if (n + 1 < RN)
+        t.dst[(n + 1) * t.dst_stride + m] =
+            avx2::hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
     }
   }
 }
