@@ -183,14 +183,15 @@ struct Blocking {
 };
 
 Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bool wide, bool matvec,
-                         bool interleaved, bool a_direct, int threads) {
+                         bool interleaved, bool pairs, bool a_direct, int threads) {
   // Tile shapes measured on Zen 3 (AVX2): the largest that keep accumulators in 16 registers.
   const bool quant = is_quantized(type);
   Blocking bl{};
   if (interleaved) {
-    // One group of interleaved rows against up to kMaxRN columns (float weights: as many as their
-    // ggml-layout tiles take, which the kernel runs on each half of the group).
-    bl.rm = kInterleaveRows;
+    // One group of interleaved rows (two where the table has kernels for pairs of groups) against
+    // up to kMaxRN columns (float weights: as many as their ggml-layout tiles take, which the kernel
+    // runs on each half of the group).
+    bl.rm = pairs && s.n > 1 ? 2 * kInterleaveRows : kInterleaveRows;
     bl.rn = s.n == 1 ? 1 : quant ? mm::kMaxRN : kFloatTileRN;
   } else if (s.n == 1) {
     // Matrix-vector: several weight rows (one accumulator chain each) share each load of b, up to
@@ -309,8 +310,11 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
   if (group_rows > 0 && interleaved[0] == nullptr)
     raise(ErrorCode::Unsupported, "CPU: no {} kernels for interleaved {} weights", kt.isa, name(a.type));
   static_assert(kInterleaveRows == mm::kMatVecRows);
+  const mm::TileFn* pairs = group_rows > 0 && kt.interleaved_pair[static_cast<int>(kind)][0] != nullptr
+                               ? kt.interleaved_pair[static_cast<int>(kind)]
+                               : nullptr;
   const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem, wide != nullptr, matvec != nullptr,
-                                      interleaved != nullptr, a_direct, ctx.n_threads);
+                                      interleaved != nullptr, pairs != nullptr, a_direct, ctx.n_threads);
   const PreparedB pb = prepare_b(ctx, b, s, mm::activation_of(kind), kt);
 
   const int64_t m_chunks = (s.m + bl.mc - 1) / bl.mc;
@@ -379,13 +383,15 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
             t.dst = d + n0 * dst_stride + m0;
             t.dst_stride = dst_stride;
             if (interleaved != nullptr) {
-              if (m_begin + m0 + rm <= group_rows) {
+              // Whole groups (one, or two where the table pairs them), then the rows after the last.
+              const int grouped = static_cast<int>(std::clamp<int64_t>(group_rows - (m_begin + m0), 0, rm));
+              if (grouped == 2 * kInterleaveRows)
+                pairs[rn - 1](t);
+              else if (grouped == kInterleaveRows)
                 interleaved[rn - 1](t);
-                continue;
-              }
               // The rows after the last group: kMaxRM at a time (or all at once by matrix-vector).
-              const int step = matvec != nullptr ? rm : mm::kMaxRM;
-              for (int r0 = 0; r0 < rm; r0 += step) {
+              const int step = matvec != nullptr ? rm - grouped : mm::kMaxRM;
+              for (int r0 = grouped; r0 < rm; r0 += step) {
                 mm::TileArgs part = t;
                 part.a = t.a + r0 * a_stride;
                 part.dst = t.dst + r0;

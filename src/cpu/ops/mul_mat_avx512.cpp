@@ -110,6 +110,86 @@ TESSERA_AVX512 void tile_interleaved(const TileArgs& t) {
     _mm256_storeu_ps(t.last ? t.dst + n * t.dst_stride : t.acc + n * kAccLanes, acc[n]);
 }
 
+// Two groups of interleaved Q4_0 / Q8_0 rows (16 rows: group g at t.a, g + 1 eight rows on) x RN
+// columns: each register holds one quant word of all 16 rows (group g in the low half), so b's
+// word goes to every lane by the broadcast operand of VPDPBUSD, no permute per column, and each
+// lane ends the block with its row's whole integer sum. acc = RN x 16 lanes (lane l: row l); the
+// float operations of each row are the one-group kernel's, so the bits are too.
+template <class Block, int RN>
+TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
+  constexpr bool kQ4 = std::is_same_v<Block, BlockQ4_0>;
+  constexpr size_t kGroupBlock = kMatVecRows * sizeof(Block);
+  constexpr int kWords = 8;  // 32-bit words of quants per row and block (Q4_0: 4 low, then 4 high)
+  const char* second = t.a + kInterleaveRows * t.a_stride;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i lows = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11);
+  const __m512i highs = _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15);
+  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32, nblocks = t.k / 32;
+  const int8_t* bq[RN];
+  const float* bd[RN];
+  const int32_t* bsum[RN];
+#pragma GCC unroll 4
+  for (int n = 0; n < RN; ++n) {
+    const char* row = t.b + n * t.b_stride;
+    bq[n] = reinterpret_cast<const int8_t*>(row);
+    bd[n] = reinterpret_cast<const float*>(row + t.k);
+    bsum[n] = reinterpret_cast<const int32_t*>(bd[n] + 3 * nblocks);
+  }
+  __m512 acc[RN];
+#pragma GCC unroll 4
+  for (int n = 0; n < RN; ++n) acc[n] = t.first ? _mm512_setzero_ps() : _mm512_loadu_ps(t.acc + 16 * n);
+  for (int64_t j = j0; j < j1; ++j) {
+    const char* ba = t.a + j * kGroupBlock;
+    const char* bb = second + j * kGroupBlock;
+    for (size_t off = 0; off < kGroupBlock; off += 64) {
+      _mm_prefetch(ba + kAhead + off, _MM_HINT_T0);
+      _mm_prefetch(bb + kAhead + off, _MM_HINT_T0);
+    }
+    const __m512 da = _mm512_cvtph_ps(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ba))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(bb)), 1));
+    const char* qa = ba + 2 * kMatVecRows;
+    const char* qb = bb + 2 * kMatVecRows;
+    // u[w]: word w of the 16 rows (Q4_0: words 0..3 the low nibbles, 4..7 the high ones, against b's
+    // words 0..7; Q8_0: the quants + 128).
+    __m512i u[kWords];
+    if constexpr (kQ4) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i ra = _mm512_loadu_si512(qa + 64 * h), rb = _mm512_loadu_si512(qb + 64 * h);
+        const __m512i w0 = _mm512_permutex2var_epi64(ra, lows, rb), w1 = _mm512_permutex2var_epi64(ra, highs, rb);
+        u[2 * h] = _mm512_and_si512(w0, low4);
+        u[2 * h + 1] = _mm512_and_si512(w1, low4);
+        u[2 * h + 4] = _mm512_and_si512(_mm512_srli_epi16(w0, 4), low4);
+        u[2 * h + 5] = _mm512_and_si512(_mm512_srli_epi16(w1, 4), low4);
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+        const __m512i ra = _mm512_loadu_si512(qa + 64 * h), rb = _mm512_loadu_si512(qb + 64 * h);
+        u[2 * h] = _mm512_xor_si512(_mm512_permutex2var_epi64(ra, lows, rb), flip);
+        u[2 * h + 1] = _mm512_xor_si512(_mm512_permutex2var_epi64(ra, highs, rb), flip);
+      }
+    }
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n) {
+      const int8_t* b = bq[n] + 32 * j;
+      __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int w = 0; w < kWords; ++w) {
+        int32_t word;
+        std::memcpy(&word, b + 4 * w, 4);
+        s = _mm512_dpbusd_epi32(s, u[w], _mm512_set1_epi32(word));
+      }
+      s = _mm512_sub_epi32(s, _mm512_set1_epi32((kQ4 ? 8 : 128) * bsum[n][j]));
+      acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(da, _mm512_set1_ps(bd[n][j])), acc[n]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int n = 0; n < RN; ++n) _mm512_storeu_ps(t.last ? t.dst + n * t.dst_stride : t.acc + 16 * n, acc[n]);
+}
+
 // Sixteen 16-bit floats (piece j of rows 2p and 2p + 1) as f32.
 template <WeightKind Kind>
 TESSERA_AVX512 inline __m512 load16(const char* p) {
@@ -153,6 +233,8 @@ void tile_interleaved_half(const TileArgs& t) {
 
 template <int RN>
 void fill_interleaved(KernelTable& t) {
+  t.interleaved_pair[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved_pair<BlockQ4_0, RN>;
+  t.interleaved_pair[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved_pair<BlockQ8_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved<BlockQ4_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved<BlockQ8_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::F16)][RN - 1] = tile_interleaved_half<WeightKind::F16, RN>;
