@@ -191,8 +191,9 @@ Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bo
     // One group of interleaved rows (two where the table has kernels for pairs of groups) against
     // up to kMaxRN columns (float weights: as many as their ggml-layout tiles take, which the kernel
     // runs on each half of the group).
-    bl.rm = pairs && s.n > 1 ? 2 * kInterleaveRows : kInterleaveRows;
-    bl.rn = s.n == 1 ? 1 : quant ? mm::kMaxRN : kFloatTileRN;
+    const bool paired = pairs && s.n > 1;
+    bl.rm = paired ? 2 * kInterleaveRows : kInterleaveRows;
+    bl.rn = s.n == 1 ? 1 : paired ? mm::kWideRN : quant ? mm::kMaxRN : kFloatTileRN;
   } else if (s.n == 1) {
     // Matrix-vector: several weight rows (one accumulator chain each) share each load of b, up to
     // kMatVecRows with a matrix-vector kernel; the weights stream through once, so K is not split.
@@ -328,7 +329,7 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
   // One tile of rm weight rows in ggml's blocks x rn columns.
   const auto run_ggml_blocks = [&](const mm::TileArgs& t, int rm, int rn) {
     if (matvec != nullptr) return matvec[rm - 1](t);
-    if (rm == mm::kMaxRM && rn == mm::kWideRN) return wide(t);
+    if (wide != nullptr && rm == mm::kMaxRM && rn == mm::kWideRN) return wide(t);
     // Narrower than the wide tiles: columns kMaxRN at a time (each keeps its own acc part).
     for (int c0 = 0; c0 < rn; c0 += mm::kMaxRN) {
       const int cols = std::min(rn - c0, mm::kMaxRN);
@@ -385,10 +386,17 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
             if (interleaved != nullptr) {
               // Whole groups (one, or two where the table pairs them), then the rows after the last.
               const int grouped = static_cast<int>(std::clamp<int64_t>(group_rows - (m_begin + m0), 0, rm));
-              if (grouped == 2 * kInterleaveRows)
+              if (grouped == 2 * kInterleaveRows) {
                 pairs[rn - 1](t);
-              else if (grouped == kInterleaveRows)
-                interleaved[rn - 1](t);
+              } else if (grouped == kInterleaveRows) {
+                for (int c0 = 0; c0 < rn; c0 += mm::kMaxRN) {  // kMaxRN columns at a time
+                  mm::TileArgs part = t;
+                  part.b = t.b + c0 * pb.nb1;
+                  part.dst = t.dst + c0 * dst_stride;
+                  part.acc = t.acc == nullptr ? nullptr : t.acc + static_cast<size_t>(c0 * mm::kAccLanes);
+                  interleaved[std::min(rn - c0, mm::kMaxRN) - 1](part);
+                }
+              }
               // The rows after the last group: kMaxRM at a time (or all at once by matrix-vector).
               const int step = matvec != nullptr ? rm - grouped : mm::kMaxRM;
               for (int r0 = grouped; r0 < rm; r0 += step) {

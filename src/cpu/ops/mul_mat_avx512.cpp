@@ -129,7 +129,7 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
   const int8_t* bq[RN];
   const float* bd[RN];
   const int32_t* bsum[RN];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int n = 0; n < RN; ++n) {
     const char* row = t.b + n * t.b_stride;
     bq[n] = reinterpret_cast<const int8_t*>(row);
@@ -137,7 +137,7 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
     bsum[n] = reinterpret_cast<const int32_t*>(bd[n] + 3 * nblocks);
   }
   __m512 acc[RN];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int n = 0; n < RN; ++n) acc[n] = t.first ? _mm512_setzero_ps() : _mm512_loadu_ps(t.acc + 16 * n);
   for (int64_t j = j0; j < j1; ++j) {
     const char* ba = t.a + j * kGroupBlock;
@@ -172,7 +172,7 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
         u[2 * h + 1] = _mm512_xor_si512(_mm512_permutex2var_epi64(ra, highs, rb), flip);
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) {
       const int8_t* b = bq[n] + 32 * j;
       __m512i s = _mm512_setzero_si512();
@@ -186,7 +186,7 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
       acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(da, _mm512_set1_ps(bd[n][j])), acc[n]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int n = 0; n < RN; ++n) _mm512_storeu_ps(t.last ? t.dst + n * t.dst_stride : t.acc + 16 * n, acc[n]);
 }
 
@@ -232,9 +232,18 @@ void tile_interleaved_half(const TileArgs& t) {
 }
 
 template <int RN>
-void fill_interleaved(KernelTable& t) {
+void fill_interleaved_pair(KernelTable& t) {
   t.interleaved_pair[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved_pair<BlockQ4_0, RN>;
   t.interleaved_pair[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved_pair<BlockQ8_0, RN>;
+}
+
+template <int... I>
+void fill_all_interleaved_pairs(KernelTable& t, std::integer_sequence<int, I...>) {
+  (fill_interleaved_pair<I + 1>(t), ...);
+}
+
+template <int RN>
+void fill_interleaved(KernelTable& t) {
   t.interleaved[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved<BlockQ4_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved<BlockQ8_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::F16)][RN - 1] = tile_interleaved_half<WeightKind::F16, RN>;
@@ -261,6 +270,7 @@ const KernelTable* avx512_kernels() noexcept {
     static KernelTable t = *avx2_kernels();
     t.isa = "avx512-vnni";
     fill_all_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
+    fill_all_interleaved_pairs(t, std::make_integer_sequence<int, kWideRN>{});
     fill_kquant_avx512(t);  // the K-quants and IQ4_XS, and their order of b's quants
     return &t;
   }();

@@ -84,8 +84,9 @@ struct KernelTable {
   // same operations (and bits) as the table's ggml-layout tiles. nullptr: no interleaved layout.
   TileFn interleaved[kWeightKinds][kMaxRN] = {};
   // Where set: two consecutive groups (2 x kMatVecRows rows, the second group kMatVecRows rows after
-  // the first) x rn columns, acc = rn x 2 kMatVecRows floats, each row with the bits of `interleaved`.
-  TileFn interleaved_pair[kWeightKinds][kMaxRN] = {};
+  // the first) x rn <= kWideRN columns, acc = rn x 2 kMatVecRows floats, each row with the bits of
+  // `interleaved`.
+  TileFn interleaved_pair[kWeightKinds][kWideRN] = {};
   // Quantizes k floats (k % 32 == 0) into a q8 row at dst (see above).
   void (*quantize_q8_row)(const float* src, char* dst, int64_t k) = nullptr;
   // Quantizes k floats (k % 256 == 0) into a q8k row at dst (see above).
