@@ -223,12 +223,49 @@ TESSERA_AVX512 void matvec_interleaved_half(const TileArgs& t) {
   }
 }
 
-// F16 / BF16 groups: the matrix-vector case here, the others by the AVX2 kernel.
+// A group x RN columns over a K range: the AVX2 tile's 8-lane operations per row and column, two
+// rows per register (acc = 4 row pairs x RN x 16 floats).
+template <WeightKind Kind, int RN>
+TESSERA_AVX512 void tile_interleaved_half16(const TileArgs& t) {
+  constexpr int kPairs = kInterleaveRows / 2;
+  __m512 acc[kPairs][RN];
+#pragma GCC unroll 4
+  for (int p = 0; p < kPairs; ++p)
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n)
+      acc[p][n] = t.first ? _mm512_setzero_ps() : _mm512_loadu_ps(t.acc + (p * RN + n) * 16);
+  for (int64_t i = t.k0; i < t.k1; i += kHalfPiece) {
+    const char* piece = t.a + half_offset_in_group(0, i);
+    __m512 bv[RN];
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n)
+      bv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
+#pragma GCC unroll 4
+    for (int p = 0; p < kPairs; ++p) {
+      const __m512 av = load16<Kind>(piece + half_offset_in_group(2 * p, 0));
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n) acc[p][n] = _mm512_fmadd_ps(av, bv[n], acc[p][n]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < kPairs; ++p)
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n) {
+      if (!t.last) {
+        _mm512_storeu_ps(t.acc + (p * RN + n) * 16, acc[p][n]);
+        continue;
+      }
+      float* d = t.dst + n * t.dst_stride + 2 * p;
+      d[0] = avx2::hsum(_mm512_castps512_ps256(acc[p][n]));
+      d[1] = avx2::hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][n]), 1)));
+    }
+}
+
+// F16 / BF16 groups: one column over the whole K by the matrix-vector kernel, else the tile.
 template <WeightKind Kind, int RN>
 void tile_interleaved_half(const TileArgs& t) {
-  static const TileFn wider = avx2_kernels()->interleaved[static_cast<int>(Kind)][RN - 1];
   if (RN == 1 && t.first && t.last && t.k0 == 0 && t.k1 == t.k) return matvec_interleaved_half<Kind>(t);
-  wider(t);
+  tile_interleaved_half16<Kind, RN>(t);
 }
 
 template <int RN>
