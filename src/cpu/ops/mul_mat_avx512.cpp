@@ -17,8 +17,10 @@
 
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its own
 // -Wuninitialized then reports at every use.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstring>
