@@ -191,7 +191,8 @@ void read_ahead(ThreadPool& pool, const std::vector<WeightRead>& reads, size_t a
   ThreadPool::Range ranges[ThreadPool::kMaxReadAhead];
   int count = 0;
   size_t bytes = 0;
-  for (size_t r = after; r < reads.size() && count < ThreadPool::kMaxReadAhead && bytes < kReadAheadBytes; ++r) {
+  for (size_t r = after; r < reads.size() && count < ThreadPool::kMaxReadAhead && bytes < kReadAheadBytes;
+       ++r) {
     ranges[count] = reads[r].range;
     ranges[count].size = std::min(ranges[count].size, kReadAheadBytes - bytes);
     bytes += ranges[count++].size;

@@ -97,8 +97,8 @@ class InterleavedBuffer final : public Buffer {
     memory_ = static_cast<char*>(::operator new (size, std::align_val_t{kHugePage}, std::nothrow));
     if (memory_ == nullptr)
       raise(ErrorCode::OutOfMemory, "CPU: cannot allocate {} bytes of interleaved weight memory", size);
-    // Weights stream through once per token: 2 MiB pages spare the page walks (and let the hardware
-    // prefetcher run past what would be 4 KiB page ends). Only advice: the kernel may say no.
+      // Weights stream through once per token: 2 MiB pages spare the page walks (and let the hardware
+      // prefetcher run past what would be 4 KiB page ends). Only advice: the kernel may say no.
 #ifdef MADV_HUGEPAGE
     if (size >= kHugePage) madvise(memory_, (size + kHugePage - 1) / kHugePage * kHugePage, MADV_HUGEPAGE);
 #endif

@@ -167,7 +167,8 @@ void ThreadPool::read_ahead_while_idle(const Range* ranges, int count) noexcept 
     pieces += (ranges[i].size + kReadAheadPiece - 1) / kReadAheadPiece;
   }
   ahead_count_.store(count, std::memory_order_relaxed);
-  ahead_pieces_.store(static_cast<uint32_t>(std::min<uint64_t>(pieces, UINT32_MAX)), std::memory_order_relaxed);
+  ahead_pieces_.store(static_cast<uint32_t>(std::min<uint64_t>(pieces, UINT32_MAX)),
+                      std::memory_order_relaxed);
   const uint64_t call = (ahead_claim_.load(std::memory_order_relaxed) >> 32) + 1;
   ahead_claim_.store(call << 32, std::memory_order_release);
 }
@@ -178,7 +179,8 @@ bool ThreadPool::read_ahead_piece() noexcept {
   do {
     piece = static_cast<uint32_t>(c);
     if (piece >= ahead_pieces_.load(std::memory_order_relaxed)) return false;
-  } while (!ahead_claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+  } while (
+      !ahead_claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire));
   const int count = ahead_count_.load(std::memory_order_relaxed);
   size_t skip = static_cast<size_t>(piece) * kReadAheadPiece;
   for (int i = 0; i < count; ++i) {

@@ -232,7 +232,7 @@ TEST(CpuInterleave, HalfMulMatHasTheBitsOfGgmlRows) {
           Tensor* got_out = ops::mul_mat(ctx, il.w, b);
           EXPECT_EQ(computed(want_out, 2, KernelSet::Reference), computed(got_out, 2, KernelSet::Reference));
           for (const cpu::mm::KernelTable* table : tables) {
-              SCOPED_TRACE(table->isa);
+            SCOPED_TRACE(table->isa);
             cpu::mm::ScopedKernelOverride use(table);
             const std::vector<float> want = computed(want_out, 2, KernelSet::Fast);
             for (int threads : {1, 2, 3})

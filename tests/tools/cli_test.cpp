@@ -289,8 +289,8 @@ TEST(Cli, CpuKernelsFollowTesseraCpuIsa) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, best + " kernels)")) << r.out;
   for (const auto* table : tables) {
-    r = tessera::testing_support::run_cli("devices", std::string("TESSERA_OPENCL_DEVICES=none TESSERA_CPU_ISA=") +
-                                                         table->isa);
+    r = tessera::testing_support::run_cli(
+        "devices", std::string("TESSERA_OPENCL_DEVICES=none TESSERA_CPU_ISA=") + table->isa);
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_TRUE(contains(r.out, std::string(table->isa) + " kernels)")) << r.out;
     EXPECT_FALSE(contains(r.out, "TESSERA_CPU_ISA")) << r.out;

@@ -312,8 +312,8 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
     raise(ErrorCode::Unsupported, "CPU: no {} kernels for interleaved {} weights", kt.isa, name(a.type));
   static_assert(kInterleaveRows == mm::kMatVecRows);
   const mm::TileFn* pairs = group_rows > 0 && kt.interleaved_pair[static_cast<int>(kind)][0] != nullptr
-                               ? kt.interleaved_pair[static_cast<int>(kind)]
-                               : nullptr;
+                                ? kt.interleaved_pair[static_cast<int>(kind)]
+                                : nullptr;
   const Blocking bl = choose_blocking(s, a.type, a_bytes_per_elem, wide != nullptr, matvec != nullptr,
                                       interleaved != nullptr, pairs != nullptr, a_direct, ctx.n_threads);
   const PreparedB pb = prepare_b(ctx, b, s, mm::activation_of(kind), kt);

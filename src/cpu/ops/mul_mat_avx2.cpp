@@ -406,17 +406,10 @@ TESSERA_AVX2 void tile_interleaved(const TileArgs& t) {
   constexpr size_t kGroupBlock = kMatVecRows * sizeof(Block);  // one block of 8 rows
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32, nblocks = t.k / 32;
-  const int8_t* bq[RN];
-  const float* bd[RN];
-  const int32_t* bsum[RN];
+  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32;
+  Q8Row br[RN];
 #pragma GCC unroll 4
-  for (int n = 0; n < RN; ++n) {
-    const char* row = t.b + n * t.b_stride;
-    bq[n] = reinterpret_cast<const int8_t*>(row);
-    bd[n] = reinterpret_cast<const float*>(row + t.k);
-    bsum[n] = reinterpret_cast<const int32_t*>(bd[n] + 3 * nblocks);
-  }
+  for (int n = 0; n < RN; ++n) br[n] = q8_row(t.b + n * t.b_stride, t.k);
   __m256 acc[RN];
 #pragma GCC unroll 4
   for (int n = 0; n < RN; ++n)
@@ -440,14 +433,14 @@ TESSERA_AVX2 void tile_interleaved(const TileArgs& t) {
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);  // 16 + 4v..
 #pragma GCC unroll 4
         for (int n = 0; n < RN; ++n) {
-          const int8_t* b = bq[n] + 32 * j + 4 * v;
+          const int8_t* b = br[n].qs + 32 * j + 4 * v;
           s16[n] = _mm256_add_epi16(s16[n], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast(b)),
                                                              _mm256_maddubs_epi16(hi, bcast(b + 16))));
         }
       }
 #pragma GCC unroll 4
       for (int n = 0; n < RN; ++n)  // u = q + 8: take 8 * sum(q_b) back
-        isum[n] = _mm256_sub_epi32(_mm256_madd_epi16(s16[n], ones), _mm256_set1_epi32(8 * bsum[n][j]));
+        isum[n] = _mm256_sub_epi32(_mm256_madd_epi16(s16[n], ones), _mm256_set1_epi32(8 * br[n].sums[j]));
     } else {
 #pragma GCC unroll 4
       for (int n = 0; n < RN; ++n) isum[n] = _mm256_setzero_si256();
@@ -457,15 +450,15 @@ TESSERA_AVX2 void tile_interleaved(const TileArgs& t) {
         const __m256i aw = _mm256_sign_epi8(w, w);  // maddubs wants the unsigned operand: a's sign onto b
 #pragma GCC unroll 4
         for (int n = 0; n < RN; ++n) {
-          const __m256i b = _mm256_sign_epi8(bcast(bq[n] + 32 * j + 4 * v), w);
+          const __m256i b = _mm256_sign_epi8(bcast(br[n].qs + 32 * j + 4 * v), w);
           isum[n] = _mm256_add_epi32(isum[n], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, b), ones));
         }
       }
     }
 #pragma GCC unroll 4
     for (int n = 0; n < RN; ++n)
-      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_mul_ps(da, _mm256_broadcast_ss(bd[n] + j)),
-                               acc[n]);
+      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]),
+                               _mm256_mul_ps(da, _mm256_broadcast_ss(br[n].d + j)), acc[n]);
   }
 #pragma GCC unroll 4
   for (int n = 0; n < RN; ++n)

@@ -15,26 +15,21 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 
-// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its own
-// -Wuninitialized then reports at every use.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <cstring>
 #include <type_traits>
 #include <utility>
 
 #include "cpu/interleave.h"
 #include "cpu/ops/mul_mat_avx2.h"
+#include "cpu/ops/mul_mat_avx512.h"
 #include "tessera/quant.h"
-
-#define TESSERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 namespace tessera::cpu::mm {
 namespace {
+
+using avx512::fold;
+using avx512::hsum_high;
+using avx512::hsum_low;
 
 // Prefetch distance in an interleaved group's stream: 2 KiB beat the AVX2 kernels' 512 bytes on
 // Zen 5 (m250 F16 tg64 about 70 -> 80 tok/s; it streams 47 GB/s on 2 threads).
@@ -48,36 +43,23 @@ TESSERA_AVX512 inline __m512i word_pair(__m512i words, int p) {
   return _mm512_permutexvar_epi32(idx, words);
 }
 
-// The two 8-lane halves added: the block sums of the 8 rows.
-TESSERA_AVX512 inline __m256i fold(__m512i v) {
-  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-}
-
 template <class Block, int RN>
 TESSERA_AVX512 void tile_interleaved(const TileArgs& t) {
   constexpr bool kQ4 = std::is_same_v<Block, BlockQ4_0>;
   constexpr size_t kGroupBlock = kMatVecRows * sizeof(Block);  // one block of 8 rows
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32, nblocks = t.k / 32;
-  const int8_t* bq[RN];
-  const float* bd[RN];
-  const int32_t* bsum[RN];
+  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32;
+  Q8Row br[RN];
 #pragma GCC unroll 4
-  for (int n = 0; n < RN; ++n) {
-    const char* row = t.b + n * t.b_stride;
-    bq[n] = reinterpret_cast<const int8_t*>(row);
-    bd[n] = reinterpret_cast<const float*>(row + t.k);
-    bsum[n] = reinterpret_cast<const int32_t*>(bd[n] + 3 * nblocks);
-  }
+  for (int n = 0; n < RN; ++n) br[n] = q8_row(t.b + n * t.b_stride, t.k);
   __m256 acc[RN];
 #pragma GCC unroll 4
   for (int n = 0; n < RN; ++n)
     acc[n] = t.first ? _mm256_setzero_ps() : _mm256_loadu_ps(t.acc + n * kAccLanes);
   for (int64_t j = j0; j < j1; ++j) {
     const char* blk = t.a + j * kGroupBlock;
-    for (size_t off = 0; off < kGroupBlock; off += 64)
-      _mm_prefetch(blk + kAhead + off, _MM_HINT_T0);
+    for (size_t off = 0; off < kGroupBlock; off += 64) _mm_prefetch(blk + kAhead + off, _MM_HINT_T0);
     const __m256 da = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const char* q = blk + 2 * kMatVecRows;
     // The unsigned operand of VPDPBUSD, by pairs of words: Q4_0's nibbles u = q + 8 (the low ones
@@ -97,13 +79,13 @@ TESSERA_AVX512 void tile_interleaved(const TileArgs& t) {
 #pragma GCC unroll 4
     for (int n = 0; n < RN; ++n) {
       const __m512i words =
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq[n] + 32 * j)));
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(br[n].qs + 32 * j)));
       __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int p = 0; p < kPairs; ++p) s = _mm512_dpbusd_epi32(s, ua[p], word_pair(words, p));
       // Take the offset back: 8 (Q4_0) or 128 (Q8_0) times b's block sum, exactly.
-      const __m256i isum = _mm256_sub_epi32(fold(s), _mm256_set1_epi32((kQ4 ? 8 : 128) * bsum[n][j]));
-      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(da, _mm256_broadcast_ss(bd[n] + j)),
+      const __m256i isum = _mm256_sub_epi32(fold(s), _mm256_set1_epi32((kQ4 ? 8 : 128) * br[n].sums[j]));
+      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(da, _mm256_broadcast_ss(br[n].d + j)),
                                acc[n]);
     }
   }
@@ -127,17 +109,10 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i lows = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11);
   const __m512i highs = _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15);
-  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32, nblocks = t.k / 32;
-  const int8_t* bq[RN];
-  const float* bd[RN];
-  const int32_t* bsum[RN];
+  const int64_t j0 = t.k0 / 32, j1 = t.k1 / 32;
+  Q8Row br[RN];
 #pragma GCC unroll 8
-  for (int n = 0; n < RN; ++n) {
-    const char* row = t.b + n * t.b_stride;
-    bq[n] = reinterpret_cast<const int8_t*>(row);
-    bd[n] = reinterpret_cast<const float*>(row + t.k);
-    bsum[n] = reinterpret_cast<const int32_t*>(bd[n] + 3 * nblocks);
-  }
+  for (int n = 0; n < RN; ++n) br[n] = q8_row(t.b + n * t.b_stride, t.k);
   __m512 acc[RN];
 #pragma GCC unroll 8
   for (int n = 0; n < RN; ++n) acc[n] = t.first ? _mm512_setzero_ps() : _mm512_loadu_ps(t.acc + 16 * n);
@@ -148,9 +123,9 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
       _mm_prefetch(ba + kAhead + off, _MM_HINT_T0);
       _mm_prefetch(bb + kAhead + off, _MM_HINT_T0);
     }
-    const __m512 da = _mm512_cvtph_ps(_mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ba))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(bb)), 1));
+    const __m512 da = _mm512_cvtph_ps(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ba))),
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(bb)), 1));
     const char* qa = ba + 2 * kMatVecRows;
     const char* qb = bb + 2 * kMatVecRows;
     // u[w]: word w of the 16 rows (Q4_0: words 0..3 the low nibbles, 4..7 the high ones, against b's
@@ -160,7 +135,8 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const __m512i ra = _mm512_loadu_si512(qa + 64 * h), rb = _mm512_loadu_si512(qb + 64 * h);
-        const __m512i w0 = _mm512_permutex2var_epi64(ra, lows, rb), w1 = _mm512_permutex2var_epi64(ra, highs, rb);
+        const __m512i w0 = _mm512_permutex2var_epi64(ra, lows, rb),
+                      w1 = _mm512_permutex2var_epi64(ra, highs, rb);
         u[2 * h] = _mm512_and_si512(w0, low4);
         u[2 * h + 1] = _mm512_and_si512(w1, low4);
         u[2 * h + 4] = _mm512_and_si512(_mm512_srli_epi16(w0, 4), low4);
@@ -176,7 +152,7 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
     }
 #pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) {
-      const int8_t* b = bq[n] + 32 * j;
+      const int8_t* b = br[n].qs + 32 * j;
       __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int w = 0; w < kWords; ++w) {
@@ -184,8 +160,8 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
         std::memcpy(&word, b + 4 * w, 4);
         s = _mm512_dpbusd_epi32(s, u[w], _mm512_set1_epi32(word));
       }
-      s = _mm512_sub_epi32(s, _mm512_set1_epi32((kQ4 ? 8 : 128) * bsum[n][j]));
-      acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(da, _mm512_set1_ps(bd[n][j])), acc[n]);
+      s = _mm512_sub_epi32(s, _mm512_set1_epi32((kQ4 ? 8 : 128) * br[n].sums[j]));
+      acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(da, _mm512_set1_ps(br[n].d[j])), acc[n]);
     }
   }
 #pragma GCC unroll 8
@@ -220,8 +196,8 @@ TESSERA_AVX512 void matvec_interleaved_half(const TileArgs& t) {
   }
 #pragma GCC unroll 4
   for (int p = 0; p < kPairs; ++p) {
-    t.dst[2 * p] = avx2::hsum(_mm512_castps512_ps256(acc[p]));
-    t.dst[2 * p + 1] = avx2::hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+    t.dst[2 * p] = hsum_low(acc[p]);
+    t.dst[2 * p + 1] = hsum_high(acc[p]);
   }
 }
 
@@ -241,7 +217,8 @@ TESSERA_AVX512 void tile_interleaved_half16(const TileArgs& t) {
     __m512 bv[RN];
 #pragma GCC unroll 4
     for (int n = 0; n < RN; ++n)
-      bv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
+      bv[n] =
+          _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
 #pragma GCC unroll 4
     for (int p = 0; p < kPairs; ++p) {
       const __m512 av = load16<Kind>(piece + half_offset_in_group(2 * p, 0));
@@ -258,8 +235,8 @@ TESSERA_AVX512 void tile_interleaved_half16(const TileArgs& t) {
         continue;
       }
       float* d = t.dst + n * t.dst_stride + 2 * p;
-      d[0] = avx2::hsum(_mm512_castps512_ps256(acc[p][n]));
-      d[1] = avx2::hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][n]), 1)));
+      d[0] = hsum_low(acc[p][n]);
+      d[1] = hsum_high(acc[p][n]);
     }
 }
 

@@ -1,6 +1,8 @@
 // Portable scalar MUL_MAT tile kernels (the fallback everywhere) and the run-time kernel choice.
 #include "cpu/ops/mul_mat_kernels.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -8,8 +10,6 @@
 #include <string>
 #include <type_traits>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "core/env.h"
 #include "cpu/interleave.h"

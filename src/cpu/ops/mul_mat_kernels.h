@@ -119,6 +119,17 @@ inline size_t q8k_row_bytes(int64_t k) noexcept {
   return (raw + 63) / 64 * 64;
 }
 
+// The pieces of a q8 row of k elements (see the top).
+struct Q8Row {
+  const int8_t* qs;
+  const float* d;
+  const int32_t* sums;
+};
+inline Q8Row q8_row(const char* row, int64_t k) noexcept {
+  const auto* d = reinterpret_cast<const float*>(row + k);
+  return {reinterpret_cast<const int8_t*>(row), d, reinterpret_cast<const int32_t*>(d + 3 * (k / 32))};
+}
+
 // The pieces of a q8k row.
 struct Q8KRow {
   const int8_t* qs;

@@ -11,35 +11,21 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 
-// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its own
-// -Wuninitialized then reports at every use.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <cstring>
 #include <type_traits>
 #include <utility>
 
 #include "cpu/ops/mul_mat_avx2.h"
+#include "cpu/ops/mul_mat_avx512.h"
 #include "cpu/ops/mul_mat_kquants_avx2.h"
-
-#define TESSERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 namespace tessera::cpu::mm {
 namespace {
 
 using namespace kq;
-
-TESSERA_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-TESSERA_AVX512 inline __m256i fold(__m512i v) {
-  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-}
+using avx512::hsum_high;
+using avx512::hsum_low;
+using avx512::join;
 
 // kq::pair_of on both halves at once.
 TESSERA_AVX512 inline void pair_of(__m512i u0, __m512i u1, __m512i swap, __m512i& first, __m512i& second) {
@@ -75,16 +61,19 @@ TESSERA_AVX512 inline __m512i halves(short lo, short hi) {
 TESSERA_AVX512 inline void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, __m512i& u1) {
   // Chunk pair 2h takes the low nibbles of ql and qh's bits 0-3, pair 2h + 1 the high nibbles and
   // bits 4-7 (see kq::chunk_pair): per-half shift counts.
-  const __m512i l0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h)));
+  const __m512i l0 =
+      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h)));
   const __m512i l1 =
       _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32)));
-  const __m512i hq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
+  const __m512i hq =
+      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
   const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
   const __m512i nib = halves(0, 4);
   u0 = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(l0, nib), low4),
                        _mm512_and_si512(_mm512_sllv_epi16(hq, halves(4, 0)), top2));
-  u1 = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi16(l1, nib), low4),
-                       _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hq, halves(2, 0)), halves(0, 2)), top2));
+  u1 = _mm512_or_si512(
+      _mm512_and_si512(_mm512_srlv_epi16(l1, nib), low4),
+      _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hq, halves(2, 0)), halves(0, 2)), top2));
 }
 
 // One weight row's super-blocks [j0, j1) against RN b rows, into acc[n / 2] (8 lanes per dot,
@@ -93,7 +82,8 @@ template <class Block, int RN>
 TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
                                       int64_t j0, int64_t j1, __m512 (&acc)[(RN + 1) / 2]) {
   constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
-  const __m512i swap = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap)));
+  const __m512i swap =
+      _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap)));
   for (int64_t j = j0; j < j1; ++j) {
     const Block& blk = row[j];
     const char* ahead = reinterpret_cast<const char*>(&blk) + ahead_bytes;
@@ -146,10 +136,11 @@ TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, cons
       const int n = 2 * p, n1 = n + 1 < RN ? n + 1 : n;
       __m512i is = _mm512_add_epi32(_mm512_permutex2var_epi64(isum[n], low_halves, isum[n1]),
                                     _mm512_permutex2var_epi64(isum[n], high_halves, isum[n1]));
-      const __m512 db = _mm512_mask_broadcastss_ps(_mm512_set1_ps(brow[n].d[j]), 0xff00,
-                                                   _mm_load_ss(brow[n1].d + j));
+      const __m512 db =
+          _mm512_mask_broadcastss_ps(_mm512_set1_ps(brow[n].d[j]), 0xff00, _mm_load_ss(brow[n1].d + j));
       const __m512i bsums = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j))),
+          _mm512_castsi256_si512(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n].bsums + 16 * j))),
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow[n1].bsums + 16 * j)), 1);
       if constexpr (kSums<Block> == Sums::Offset) is = _mm512_sub_epi32(is, _mm512_madd_epi16(sums, bsums));
       acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, db), acc[p]);
@@ -174,8 +165,9 @@ TESSERA_AVX512 void tile_kquant(const TileArgs& t) {
     __m512 acc[kPairs];
 #pragma GCC unroll 4
     for (int p = 0; p < kPairs; ++p)
-      acc[p] = t.first ? _mm512_setzero_ps()
-                       : _mm512_maskz_loadu_ps(p + 1 < kPairs ? 0xffff : last_pair, acc_m + 2 * p * kAccLanes);
+      acc[p] = t.first
+                   ? _mm512_setzero_ps()
+                   : _mm512_maskz_loadu_ps(p + 1 < kPairs ? 0xffff : last_pair, acc_m + 2 * p * kAccLanes);
     row_kquant<Block, RN>(reinterpret_cast<const Block*>(t.a + m * t.a_stride), 4 * RM * t.a_stride, brow, j0,
                           j1, acc);
 #pragma GCC unroll 4
@@ -185,10 +177,8 @@ TESSERA_AVX512 void tile_kquant(const TileArgs& t) {
         _mm512_mask_storeu_ps(acc_m + n * kAccLanes, p + 1 < kPairs ? 0xffff : last_pair, acc[p]);
         continue;
       }
-      t.dst[n * t.dst_stride + m] = avx2::hsum(_mm512_castps512_ps256(acc[p]));
-      if (n + 1 < RN)
-        t.dst[(n + 1) * t.dst_stride + m] =
-            avx2::hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+      t.dst[n * t.dst_stride + m] = hsum_low(acc[p]);
+      if (n + 1 < RN) t.dst[(n + 1) * t.dst_stride + m] = hsum_high(acc[p]);
     }
   }
 }
