@@ -27,11 +27,13 @@ inline void cpu_relax() noexcept {
 // wait on, few enough that claiming one (an atomic on a shared line) stays negligible.
 constexpr int64_t kChunksPerThread = 4;
 constexpr int64_t kMaxChunks = 0xffff;  // what the claim word's 16-bit fields hold
-// How long an idle worker keeps spinning inside a GraphScope before it parks: longer than the
-// serial work between two parallel nodes (a few small nodes of a few us), short enough that on a
-// loaded machine a spinning worker does not use up its CFS share (500 us was no better there).
-constexpr auto kGraphSpin = std::chrono::microseconds(50);
-// Pauses between two looks at the clock, and before a worker outside a graph parks.
+// How long an idle worker keeps spinning after its last chunk before it parks: longer than the
+// serial work between two parallel nodes (a few us) and than the host's work between two graphs of
+// a generation loop (building and scheduling the next token's graph, reading the logits: 0.3-1 ms
+// for a small model), which a parked worker would otherwise spend waking up (a futex wake-up of an
+// idle vCPU is tens of us, and the caller runs the first nodes alone meanwhile).
+constexpr auto kIdleSpin = std::chrono::milliseconds(2);
+// Pauses between two looks at the clock.
 constexpr int kSpinsPerClockCheck = 256;
 // How long the caller spins for the last chunks before it sleeps until they are done.
 constexpr auto kCallerSpin = std::chrono::microseconds(30);
@@ -58,7 +60,7 @@ int64_t ThreadPool::chunk_count(int64_t n, int threads) noexcept {
 
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(n_threads < 1 ? 1 : n_threads),
-      spin_in_graphs_(n_threads_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+      spin_when_idle_(n_threads_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
     try {
@@ -105,9 +107,11 @@ void ThreadPool::parallel_for(int64_t n, RangeFn fn) {
   const uint32_t seq = ++seq_;
   claim_.store(claim_word(seq, static_cast<uint64_t>(chunks), 0), std::memory_order_release);
   // seq_cst pairs with the parking worker's parked_ increment: either it sees the new generation or
-  // we see it parked and wake it.
+  // we see it parked and wake it. Taking the count to 0 wakes each parked worker once: the loops
+  // published while it is still waking up make no futex call of their own.
   generation_.store(seq, std::memory_order_seq_cst);
-  if (parked_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
+  if (parked_.load(std::memory_order_seq_cst) > 0 && parked_.exchange(0, std::memory_order_seq_cst) > 0)
+    generation_.notify_all();
 
   run_chunks(seq);
   // Only chunks claimed by others and still running are left: wait for them, not for every worker.
@@ -208,18 +212,15 @@ uint32_t ThreadPool::wait_for_loop(uint32_t seen) {
     const uint32_t g = generation_.load(std::memory_order_acquire);
     if (g != seen) return g;
     // Idle inside a graph: read ahead for the next nodes (and stay awake while there is some).
-    if (spin_in_graphs_ && graph_scopes_.load(std::memory_order_relaxed) > 0 && read_ahead_piece()) {
+    if (spin_when_idle_ && graph_scopes_.load(std::memory_order_relaxed) > 0 && read_ahead_piece()) {
       idle_since = std::chrono::steady_clock::now();
       continue;
     }
     cpu_relax();
     if (spins % kSpinsPerClockCheck != kSpinsPerClockCheck - 1) continue;
-    if (spin_in_graphs_ && graph_scopes_.load(std::memory_order_relaxed) > 0 &&
-        std::chrono::steady_clock::now() - idle_since < kGraphSpin)
-      continue;
-    parked_.fetch_add(1, std::memory_order_seq_cst);
+    if (spin_when_idle_ && std::chrono::steady_clock::now() - idle_since < kIdleSpin) continue;
+    parked_.fetch_add(1, std::memory_order_seq_cst);    // the waker takes it back (see parallel_for)
     generation_.wait(seen, std::memory_order_seq_cst);  // returns once generation_ != seen
-    parked_.fetch_sub(1, std::memory_order_relaxed);
     idle_since = std::chrono::steady_clock::now();
   }
 }

@@ -6,12 +6,12 @@
 // the caller returns once every chunk is done, without waiting for threads that never showed up.
 // Results never depend on who ran which chunk (every item is computed by exactly one call).
 //
-// Between loops the workers spin (with a pause instruction) on a generation counter, then park on a
-// futex (std::atomic::wait) and cost nothing; the caller waits for the last chunks the same way.
-// While a GraphScope is open (the CPU backend holds one for a whole graph) the workers keep spinning
-// between loops for up to kGraphSpin, so the nodes of a graph are separated by a spinning barrier
-// rather than a wake-up. Outside one they park almost at once: spinning threads lose their CFS share
-// on a loaded machine. No mutex, no condition variable, no allocation per loop.
+// Between loops the workers spin (with a pause instruction) on a generation counter for up to
+// kIdleSpin (2 ms) after their last chunk, so the nodes of a graph, and the graphs of a generation
+// loop, are separated by a spinning barrier rather than a wake-up; then they park on a futex
+// (std::atomic::wait) and cost nothing. With more threads than the hardware has they park at once
+// (a spinning thread would only take a core from one with work). The caller waits for the last
+// chunks the same way. No mutex, no condition variable, no allocation per loop.
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -51,7 +51,7 @@ class ThreadPool {
   // rethrown here (the other chunks still run). One caller at a time.
   void parallel_for(int64_t n, RangeFn fn);
 
-  // While one exists the idle workers spin between loops instead of parking (see the top).
+  // Open while a graph runs (the CPU backend holds one): the read-ahead below applies only then.
   class GraphScope {
    public:
     explicit GraphScope(ThreadPool& pool) noexcept;
@@ -97,7 +97,7 @@ class ThreadPool {
   void stop_workers() noexcept;
 
   int n_threads_;
-  bool spin_in_graphs_;  // false when there are more threads than hardware threads
+  bool spin_when_idle_;  // false when there are more threads than hardware threads
   std::vector<std::thread> workers_;
   Loop loop_;
   std::mutex error_mutex_;
@@ -108,7 +108,7 @@ class ThreadPool {
   alignas(64) std::atomic<uint32_t> generation_{0};  // the latest loop's sequence (and bumped to stop)
   alignas(64) std::atomic<uint32_t> done_{0};        // chunks of the current loop finished
   std::atomic<bool> main_parked_{false};             // the caller sleeps in done_.wait
-  alignas(64) std::atomic<int> parked_{0};           // workers asleep in generation_.wait
+  alignas(64) std::atomic<int> parked_{0};           // workers gone to generation_.wait, not yet woken
   std::atomic<int> graph_scopes_{0};
   // Read-ahead ranges (relaxed: a torn view only prefetches the wrong bytes), their total in
   // pieces, and the claim word: call number (high 32 bits) and next piece (low 32 bits).

@@ -52,13 +52,14 @@ TEST(CpuThreadPool, EveryItemRunsOncePerLoopWhetherWorkersSpinOrPark) {
     ThreadPool::GraphScope scope(pool);
     for (int loop = 0; loop < 2000; ++loop) ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
   }
-  // After 20 ms idle they have parked on the futex (even in a scope) and must wake for the next loop.
-  for (int loop = 0; loop < 3; ++loop) {
+  // After 20 ms idle they have parked on the futex (even in a scope) and must wake for the next
+  // loops: the loops published while they are still waking up (one wake-up for all) run whole too.
+  for (int round = 0; round < 3; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
+    for (int loop = 0; loop < 50; ++loop) ASSERT_EQ(visits_per_item(pool, 50), once) << round << loop;
     ThreadPool::GraphScope scope(pool);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ASSERT_EQ(visits_per_item(pool, 50), once) << loop;
+    for (int loop = 0; loop < 50; ++loop) ASSERT_EQ(visits_per_item(pool, 50), once) << round << loop;
   }
 }
 
