@@ -1,7 +1,9 @@
-// Vectorised exp and the f16 attention rows (vec_math.h): scalar, and AVX2 + FMA + F16C chosen at
+// Vectorised exp, SILU and the f16 attention rows (vec_math.h): scalar, and AVX2 + FMA + F16C chosen at
 // run time.
 #include "cpu/vec_math.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <type_traits>
 
@@ -54,6 +56,16 @@ void scale_add_f32_scalar(float* y, float s, float w, const float* a, int64_t n)
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] * s + w * a[i];
 }
 
+void silu_scalar(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = silu(x[i]);
+}
+
+// exp_poly's constants (see exp8).
+constexpr float kExpLo = -104.0f, kExpHi = 89.0f, kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693147182464599609375f, kLn2Lo = -1.904654323148236e-9f;
+constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
 #if TESSERA_HAVE_X86
 
 // exp of eight floats: x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite: ln2 in two parts, the FMA
@@ -63,17 +75,13 @@ void scale_add_f32_scalar(float* y, float s, float w, const float* a, int64_t n)
 TESSERA_VEC_AVX2 inline __m256 exp8(__m256 x) {
   // Below -104 every result rounds to 0, above 89 to +inf. min/max return their second operand
   // when one is NaN, so a NaN x stays NaN.
-  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  x = _mm256_max_ps(_mm256_set1_ps(kExpLo), _mm256_min_ps(_mm256_set1_ps(kExpHi), x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693147182464599609375f), x);  // float(ln 2)
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-1.904654323148236e-9f), r);           // ln 2 - float(ln 2)
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);  // float(ln 2)
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);         // ln 2 - float(ln 2)
+  __m256 p = _mm256_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpPoly[i]));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   // 2^n = 2^n1 * 2^n2 with n1 = floor(n / 2): both halves are normal floats for n in [-150, 129].
   const __m256i ni = _mm256_cvtps_epi32(n);
@@ -89,6 +97,20 @@ TESSERA_VEC_AVX2 inline __m256 exp8(__m256 x) {
 TESSERA_VEC_AVX2 inline __m256i tail_mask(int64_t count) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
+}
+
+TESSERA_VEC_AVX2 void silu_avx2(const float* x, float* y, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    _mm256_storeu_ps(y + i, _mm256_div_ps(v, _mm256_add_ps(one, exp8(_mm256_xor_ps(v, sign)))));
+  }
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 v = _mm256_maskload_ps(x + i, m);
+    _mm256_maskstore_ps(y + i, m, _mm256_div_ps(v, _mm256_add_ps(one, exp8(_mm256_xor_ps(v, sign)))));
+  }
 }
 
 TESSERA_VEC_AVX2 void exp_avx2(const float* x, float* y, int64_t n) {
@@ -214,6 +236,21 @@ bool cpu_has_avx2_fma_f16c() noexcept {
 
 }  // namespace
 
+float exp_poly(float x) noexcept {
+  if (std::isnan(x)) return x;
+  x = std::max(kExpLo, std::min(kExpHi, x));
+  const float n = std::nearbyint(x * kLog2e);  // to nearest, ties to even, as _mm256_round_ps
+  float r = std::fma(-n, kLn2Hi, x);
+  r = std::fma(-n, kLn2Lo, r);
+  float p = kExpPoly[0];
+  for (int i = 1; i < 6; ++i) p = std::fma(p, r, kExpPoly[i]);
+  p = std::fma(p, r * r, r + 1.0f);
+  const int ni = static_cast<int>(n), n1 = ni >> 1, n2 = ni - n1;
+  const auto s1 = std::bit_cast<float>(static_cast<uint32_t>(n1 + 127) << 23);
+  const auto s2 = std::bit_cast<float>(static_cast<uint32_t>(n2 + 127) << 23);
+  return p * s1 * s2;
+}
+
 const MathKernels& scalar_math() noexcept {
   static const MathKernels k{"scalar",
                              exp_scalar,
@@ -221,7 +258,8 @@ const MathKernels& scalar_math() noexcept {
                              dot_rows_scalar<uint16_t>,
                              scale_add_f16_scalar,
                              dot_rows_scalar<float>,
-                             scale_add_f32_scalar};
+                             scale_add_f32_scalar,
+                             silu_scalar};
   return k;
 }
 
@@ -233,7 +271,8 @@ const MathKernels* avx2_math() noexcept {
                              dot_rows_avx2<uint16_t>,
                              scale_add_f16_avx2,
                              dot_rows_avx2<float>,
-                             scale_add_f32_avx2};
+                             scale_add_f32_avx2,
+                             silu_avx2};
   static const MathKernels* table = cpu_has_avx2_fma_f16c() ? &k : nullptr;
   return table;
 #else

@@ -1,5 +1,5 @@
 #pragma once
-// Vectorised math rows for the CPU kernels (SOFT_MAX, FLASH_ATTN_EXT): exp and the f16 dot
+// Vectorised math rows for the CPU kernels (SOFT_MAX, FLASH_ATTN_EXT, SILU): exp and the f16 dot
 // products and accumulations of attention. Each entry has a scalar version and an AVX2 + FMA +
 // F16C version compiled per function (target attributes) and chosen at run time, so the library
 // still runs on x86-64 CPUs without them.
@@ -24,7 +24,16 @@ struct MathKernels {
   void (*dot_rows_f32)(const float* a, const float* b, int64_t b_stride, int n, int64_t len,
                        float* out) = nullptr;
   void (*scale_add_f32)(float* y, float s, float w, const float* a, int64_t n) = nullptr;
+  // y[i] = silu(x[i]) (below): the same bits in every table (x and y may be the same array).
+  void (*silu)(const float* x, float* y, int64_t n) = nullptr;
 };
+
+// exp(x) by the AVX2 exp's algorithm, one float at a time and operation for operation the same: the
+// same bits for every x but NaN (whose NaN may differ in payload), within the bounds below. An op
+// defined with it gives the same bytes on every path and every CPU.
+float exp_poly(float x) noexcept;
+// SILU's definition on the CPU: x / (1 + exp_poly(-x)).
+inline float silu(float x) noexcept { return x / (1.0f + exp_poly(-x)); }
 
 inline constexpr int kMaxDotRows = 8;
 
@@ -35,7 +44,8 @@ const MathKernels* avx2_math() noexcept;
 // The best this CPU has.
 const MathKernels& math() noexcept;
 
-// The AVX2 exp's accuracy (tests/cpu/vec_math_test.cpp checks it over the whole float range):
+// The AVX2 exp's (and exp_poly's) accuracy (tests/cpu/vec_math_test.cpp checks it over the whole
+// float range):
 // for results of at least FLT_MIN the relative error is below kExpMaxRelError; below FLT_MIN
 // (subnormal results) the absolute error is below kExpMaxSubnormalError; exp(x) = +inf for
 // x > ln(FLT_MAX), 0 for x < -104 and -inf, NaN for NaN.

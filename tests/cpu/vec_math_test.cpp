@@ -1,5 +1,5 @@
 // The vectorised math rows (src/cpu/vec_math.h): the AVX2 exp against std::exp in double over the
-// whole float range, and the f16 dot and accumulate rows against double sums, for every table the
+// whole float range, exp_poly bit for bit against it, SILU rows, and the f16 dot and accumulate rows against double sums, for every table the
 // CPU has.
 #include "cpu/vec_math.h"
 
@@ -95,6 +95,65 @@ TEST(CpuVecMath, ExpSpecialValues) {
     EXPECT_GT(y[10], 0.0f);                                      // subnormal, not flushed
     EXPECT_EQ(y[11], 0.0f);
     EXPECT_TRUE(std::isnan(y[12]));
+  }
+}
+
+// exp_poly is the AVX2 exp one float at a time: the same bits over the whole float range (NaN in,
+// NaN out, its payload unspecified), and so
+// the same accuracy, which is checked here too for CPUs without AVX2.
+TEST(CpuVecMath, ExpPolyIsTheVectorExpBitForBit) {
+  const MathKernels* avx2 = cpu::vec::avx2_math();
+  std::vector<float> x, y;
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t u = 0; u <= 0x7fc00000u; u += 607) x.push_back(from_bits(sign | u));
+  x.push_back(std::numeric_limits<float>::infinity());
+  y.resize(x.size());
+  if (avx2 != nullptr) avx2->exp(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float got = cpu::vec::exp_poly(x[i]);
+    if (std::isnan(x[i])) {  // a NaN, whose payload is not specified
+      ASSERT_TRUE(std::isnan(got));
+      if (avx2 != nullptr) {
+        ASSERT_TRUE(std::isnan(y[i]));
+      }
+      continue;
+    }
+    if (avx2 != nullptr) {
+      ASSERT_EQ(std::memcmp(&got, &y[i], 4), 0) << "x = " << x[i] << ": " << got << " vs " << y[i];
+    }
+    const double want = std::exp(static_cast<double>(x[i]));
+    if (want > static_cast<double>(FLT_MAX))
+      ASSERT_EQ(got, std::numeric_limits<float>::infinity()) << "x = " << x[i];
+    else if (want >= static_cast<double>(FLT_MIN))
+      ASSERT_LE(std::fabs(got - want) / want, cpu::vec::kExpMaxRelError) << "x = " << x[i];
+    else
+      ASSERT_LE(std::fabs(got - want), cpu::vec::kExpMaxSubnormalError) << "x = " << x[i];
+  }
+}
+
+// SILU rows: every table gives vec::silu's bits (rows of every length for the vector tails),
+// within a few units in the last place of x / (1 + e^-x) in double.
+TEST(CpuVecMath, SiluRowsAreTheScalarDefinition) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = test::random_values(4099, 5, -120.0f, 120.0f);
+  const auto small = test::random_values(1000, 6, -3.0f, 3.0f);
+  x.insert(x.end(), small.begin(), small.end());
+  for (float v : {0.0f, -0.0f, 1.0f, -1.0f, 88.0f, -88.0f, 100.0f, -100.0f, inf, -inf}) x.push_back(v);
+  for (const MathKernels* k : tables()) {
+    SCOPED_TRACE(k->isa);
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{9}, static_cast<int64_t>(x.size())}) {
+      std::vector<float> y(static_cast<size_t>(n));
+      k->silu(x.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const float xi = x[static_cast<size_t>(i)], got = y[static_cast<size_t>(i)];
+        const float want_bits = cpu::vec::silu(xi);
+        ASSERT_EQ(std::memcmp(&got, &want_bits, 4), 0) << "x = " << xi;
+        if (std::isinf(xi)) continue;  // -inf / inf is NaN here, as in ggml
+        // Below x = -88.7 e^-x overflows f32 and the result is -0 (the true one is under 3e-37).
+        const double want = xi / (1.0 + std::exp(-static_cast<double>(xi)));
+        ASSERT_NEAR(got, want, 4e-7 * std::fabs(want) + 3e-37) << "x = " << xi;
+      }
+    }
   }
 }
 

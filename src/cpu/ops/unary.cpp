@@ -1,10 +1,12 @@
 // UNARY (GELU, GELU_QUICK, SILU, TANH, RELU, HARDSIGMOID, HARDSWISH), LEAKY_RELU, SCALE, SQR, CLAMP.
 // Elementwise on f32 or f16: each value is computed in f32 and rounded to the result type.
 #include <cmath>
+#include <type_traits>
 
 #include "core/check.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
+#include "cpu/vec_math.h"
 #include "tessera/op_params.h"
 
 namespace tessera::cpu {
@@ -22,8 +24,8 @@ struct GeluFn {
 struct GeluQuickFn {
   float operator()(float x) const { return x / (1.0f + std::exp(-1.702f * x)); }
 };
-struct SiluFn {
-  float operator()(float x) const { return x / (1.0f + std::exp(-x)); }
+struct SiluFn {  // the exp of vec_math's rows, so that the vectorised row gives the same bits
+  float operator()(float x) const { return vec::silu(x); }
 };
 struct TanhFn {
   float operator()(float x) const { return std::tanh(x); }
@@ -72,7 +74,10 @@ void map_rows(const ComputeContext& ctx, const Tensor& a, Tensor& dst, F f) {
       if (fast) {
         const auto* x = reinterpret_cast<const float*>(s);
         auto* y = reinterpret_cast<float*>(d);
-        for (int64_t i = 0; i < n0; ++i) y[i] = f(x[i]);
+        if constexpr (std::is_same_v<F, SiluFn>)
+          vec::math().silu(x, y, n0);
+        else
+          for (int64_t i = 0; i < n0; ++i) y[i] = f(x[i]);
         continue;
       }
       for (int64_t i0 = 0; i0 < n0; ++i0)
