@@ -43,27 +43,35 @@ void run_rope(const ComputeContext& ctx, Tensor& dst) {
   ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
     std::vector<float> x(static_cast<size_t>(ne0));
     std::vector<float> y(static_cast<size_t>(ne0));
+    // The rotation of each pair depends only on the position: the rows of one token's heads
+    // (consecutive rows) share one table.
+    std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
+    int64_t table_i2 = -1;
     for (int64_t r = begin; r < end; ++r) {
       const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
       load_row_f32(a, i1, i2, i3, x.data());
-      int32_t p;
-      std::memcpy(&p, static_cast<const char*>(pos.data) + i2 * pos.nb[0], sizeof p);
-
-      float theta = static_cast<float>(p);  // p * theta_scale^i
-      for (int64_t i = 0; i < half; ++i, theta *= k.theta_scale) {
-        const float ff =
-            freq_factors != nullptr
-                ? load_f32(DType::F32, static_cast<const char*>(freq_factors->data) + i * freq_factors->nb[0])
-                : 1.0f;
-        const float angle = rope_angle(params, k, theta / ff, i);
-        const float cos_t = std::cos(angle) * k.mscale;
-        const float sin_t = std::sin(angle) * k.mscale;
+      if (i2 != table_i2) {
+        table_i2 = i2;
+        int32_t p;
+        std::memcpy(&p, static_cast<const char*>(pos.data) + i2 * pos.nb[0], sizeof p);
+        float theta = static_cast<float>(p);  // p * theta_scale^i
+        for (int64_t i = 0; i < half; ++i, theta *= k.theta_scale) {
+          const float ff = freq_factors != nullptr
+                               ? load_f32(DType::F32, static_cast<const char*>(freq_factors->data) +
+                                                          i * freq_factors->nb[0])
+                               : 1.0f;
+          const float angle = rope_angle(params, k, theta / ff, i);
+          cos_t[static_cast<size_t>(i)] = std::cos(angle) * k.mscale;
+          sin_t[static_cast<size_t>(i)] = std::sin(angle) * k.mscale;
+        }
+      }
+      for (int64_t i = 0; i < half; ++i) {
         // NORMAL rotates adjacent pairs; NEOX pairs the two halves of the rotated channels.
         const int64_t j0 = neox ? i : 2 * i;
         const int64_t j1 = neox ? i + half : 2 * i + 1;
-        const float x0 = x[j0], x1 = x[j1];
-        y[j0] = x0 * cos_t - x1 * sin_t;
-        y[j1] = x0 * sin_t + x1 * cos_t;
+        const float x0 = x[j0], x1 = x[j1], c = cos_t[static_cast<size_t>(i)], sn = sin_t[static_cast<size_t>(i)];
+        y[j0] = x0 * c - x1 * sn;
+        y[j1] = x0 * sn + x1 * c;
       }
       for (int64_t i = params.n_dims; i < ne0; ++i) y[i] = x[i];
 
