@@ -6,7 +6,8 @@
 // so a super-block is two steps of maddubs and one VPDPWSSD (madd and add in one) per b column
 // instead of four of maddubs, madd and add. b's quants are stored to match (pair_q8k_row). The two
 // halves' int32 lanes are added at the end of the super-block: the exact integer sums of the AVX2
-// tiles, then the same float operations in the same order, so the bits are the AVX2 table's.
+// tiles, then the same float operations in the same order, so the bits are the AVX2 table's. For
+// one b column (generation) a matrix-vector kernel runs up to kMatVecRows rows at once.
 #include "cpu/ops/mul_mat_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -183,6 +184,92 @@ TESSERA_AVX512 void tile_kquant(const TileArgs& t) {
   }
 }
 
+// One weight row's integer sums for super-block j against b's quants qb (the four 64-byte pieces of
+// the super-block, shared by every row of a matrix-vector pass): what row_kquant's isum holds.
+template <class Block>
+TESSERA_AVX512 inline __m512i super_block_sums(const Block& blk, const Scales& s, const __m512i (&qb)[4],
+                                               __m512i swap) {
+  __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m512i u0, u1, first, second;
+    chunk_pairs(blk, h, u0, u1);
+    pair_of(u0, u1, swap, first, second);
+    const __m512i sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
+    if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {  // see row_kquant
+      const __m512i zero = _mm512_setzero_si512();
+      const __m512i q0 = _mm512_mask_sub_epi8(qb[2 * h], _mm512_movepi8_mask(first), zero, qb[2 * h]);
+      const __m512i q1 = _mm512_mask_sub_epi8(qb[2 * h + 1], _mm512_movepi8_mask(second), zero, qb[2 * h + 1]);
+      isum = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(_mm512_abs_epi8(first), q0), sc),
+                                 _mm512_maddubs_epi16(_mm512_abs_epi8(second), q1), sc);
+    } else {
+      const __m512i x = _mm512_add_epi16(_mm512_maddubs_epi16(first, qb[2 * h]),
+                                         _mm512_maddubs_epi16(second, qb[2 * h + 1]));
+      isum = _mm512_dpwssd_epi32(isum, x, sc);
+    }
+  }
+  return isum;
+}
+
+// Matrix-vector: RM weight rows against one b column, super-block by super-block, so that each load
+// of b's quants serves every row, and the float part takes two rows per register (row 2p in the low
+// half, 2p + 1 in the high) where the tiles take two columns. Lane for lane the operations of
+// row_kquant, so each row has the bits of tile_kquant<Block, 1, 1> (and of the AVX2 tiles).
+template <class Block, int RM>
+TESSERA_AVX512 void matvec_kquant(const TileArgs& t) {
+  constexpr int kPairs = (RM + 1) / 2;
+  const Q8KRow brow = q8k_row(t.b, t.k);
+  const int64_t j0 = t.k0 / 256, j1 = t.k1 / 256;
+  const Block* rows[RM];
+#pragma GCC unroll 8
+  for (int m = 0; m < RM; ++m) rows[m] = reinterpret_cast<const Block*>(t.a + m * t.a_stride);
+  // The rows a pass reads are consecutive: read the next pass's as this one goes.
+  const size_t ahead = RM * t.a_stride;
+  const __m512i swap =
+      _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap)));
+  const __m512i low_halves = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11);
+  const __m512i high_halves = _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15);
+  __m512 acc[kPairs];
+#pragma GCC unroll 4
+  for (int p = 0; p < kPairs; ++p) acc[p] = _mm512_setzero_ps();
+  for (int64_t j = j0; j < j1; ++j) {
+    __m512i qb[4];
+    for (int i = 0; i < 4; ++i) qb[i] = _mm512_loadu_si512(brow.qs + 256 * j + 64 * i);
+    const __m512 db = _mm512_set1_ps(brow.d[j]);
+    const __m512i bsums =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(brow.bsums + 16 * j)));
+#pragma GCC unroll 4
+    for (int p = 0; p < kPairs; ++p) {
+      const int m = 2 * p, m1 = m + 1 < RM ? m + 1 : m;
+      const Block& b0 = rows[m][j];
+      const Block& b1 = rows[m1][j];
+      for (size_t off = 0; off < sizeof(Block); off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(&b0) + ahead + off, _MM_HINT_T0);
+        if (m1 != m) _mm_prefetch(reinterpret_cast<const char*>(&b1) + ahead + off, _MM_HINT_T0);
+      }
+      const Scales s0 = scales_of(b0), s1 = scales_of(b1);
+      const __m512i i0 = super_block_sums(b0, s0, qb, swap);
+      const __m512i i1 = m1 != m ? super_block_sums(b1, s1, qb, swap) : i0;
+      __m512i is = _mm512_add_epi32(_mm512_permutex2var_epi64(i0, low_halves, i1),
+                                    _mm512_permutex2var_epi64(i0, high_halves, i1));
+      const __m512i sums = join(s0.sums, s1.sums);
+      if constexpr (kSums<Block> == Sums::Offset) is = _mm512_sub_epi32(is, _mm512_madd_epi16(sums, bsums));
+      const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(s0.d), _mm256_set1_ps(s1.d), 1);
+      acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, db), acc[p]);
+      if constexpr (kSums<Block> == Sums::Min) {
+        const __m512 dmin = _mm512_insertf32x8(_mm512_set1_ps(s0.dmin), _mm256_set1_ps(s1.dmin), 1);
+        acc[p] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(sums, bsums)), _mm512_mul_ps(dmin, db),
+                                  acc[p]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < kPairs; ++p) {
+    t.dst[2 * p] = hsum_low(acc[p]);
+    if (2 * p + 1 < RM) t.dst[2 * p + 1] = hsum_high(acc[p]);
+  }
+}
+
 // b's quants for these tiles: the AVX2 tiles' Pair order (per 64 bytes: the 32 that meet
 // Pair::first, then the 32 that meet Pair::second), then per 128 bytes (chunk pairs 2h', 2h' + 1)
 // the two `first` pieces, then the two `second` pieces, what one 64-byte load per half meets.
@@ -211,10 +298,21 @@ void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
   (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
 }
 
+template <int... R>
+void fill_matvec(KernelTable& t, std::integer_sequence<int, R...>) {
+  ((t.matvec[static_cast<int>(WeightKind::Q2_K)][R] = matvec_kquant<BlockQ2_K, R + 1>), ...);
+  ((t.matvec[static_cast<int>(WeightKind::Q3_K)][R] = matvec_kquant<BlockQ3_K, R + 1>), ...);
+  ((t.matvec[static_cast<int>(WeightKind::Q4_K)][R] = matvec_kquant<BlockQ4_K, R + 1>), ...);
+  ((t.matvec[static_cast<int>(WeightKind::Q5_K)][R] = matvec_kquant<BlockQ5_K, R + 1>), ...);
+  ((t.matvec[static_cast<int>(WeightKind::Q6_K)][R] = matvec_kquant<BlockQ6_K, R + 1>), ...);
+  ((t.matvec[static_cast<int>(WeightKind::IQ4_XS)][R] = matvec_kquant<BlockIQ4_XS, R + 1>), ...);
+}
+
 }  // namespace
 
 void fill_kquant_avx512(KernelTable& t) {
   fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
+  fill_matvec(t, std::make_integer_sequence<int, kMatVecRows>{});
   t.wide[static_cast<int>(WeightKind::Q2_K)] = tile_kquant<BlockQ2_K, kMaxRM, kWideRN>;
   t.wide[static_cast<int>(WeightKind::Q3_K)] = tile_kquant<BlockQ3_K, kMaxRM, kWideRN>;
   t.wide[static_cast<int>(WeightKind::Q4_K)] = tile_kquant<BlockQ4_K, kMaxRM, kWideRN>;
