@@ -411,6 +411,20 @@ TEST(CpuMulMat, EveryWeightTypeEveryNAndK) {
       }
 }
 
+// Generation: one b column and every count of rows a matrix-vector pass can be left with (the
+// kernels take up to 8 rows at a time, two per register in places).
+TEST(CpuMulMat, MatrixVectorEveryRowCount) {
+  for (DType type : kWeightTypes)
+    for (int64_t m = 1; m <= 17; ++m) {
+      Case c;
+      c.type = type;
+      c.k = fit_k(type, 512);
+      c.n = 1;
+      c.m = m;
+      check_case(c, static_cast<uint32_t>(m));
+    }
+}
+
 TEST(CpuMulMat, FloatWeightsOddK) {
   // K that is not a multiple of 8 (vector tails) for the float weight types.
   for (DType type : {DType::F32, DType::F16, DType::BF16})
