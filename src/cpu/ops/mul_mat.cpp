@@ -208,8 +208,10 @@ Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bo
     bl.rm = mm::kMaxRM;
     bl.rn = wide ? mm::kWideRN : mm::kMaxRN;
   } else {
+    // Float weights: the table's 4 x 8 tile where it has one (AVX-512), else 4 x 3.
+    const bool float_wide = wide && !quant;
     bl.rm = 4;
-    bl.rn = kFloatTileRN;
+    bl.rn = float_wide ? mm::kWideRN : kFloatTileRN;
   }
   const double b_bytes_per_elem = quant ? 1.25 : 4.0;
   if (s.n <= bl.rn) {

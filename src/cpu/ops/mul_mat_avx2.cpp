@@ -21,13 +21,11 @@
 namespace tessera::cpu::mm {
 namespace {
 
+using avx2::fma1;
 using avx2::hsum;
+using avx2::load1;
 using avx2::load_acc;
 using avx2::store_acc;
-
-TESSERA_AVX2 inline float fma1(float a, float b, float c) {
-  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
-}
 
 // Eight weights at p, as f32.
 template <WeightKind Kind>
@@ -51,20 +49,6 @@ inline const char* elems_at(const char* a, size_t a_stride, int m, int64_t i) {
     return a + half_offset_in_group(m, i);
   } else {
     return a + m * a_stride + (Kind == WeightKind::F32 ? 4 : 2) * i;
-  }
-}
-
-template <WeightKind Kind>
-TESSERA_AVX2 inline float load1(const char* row, int64_t i) {
-  if constexpr (Kind == WeightKind::F32) {
-    float f;
-    std::memcpy(&f, row + 4 * i, 4);
-    return f;
-  } else {
-    uint16_t h;
-    std::memcpy(&h, row + 2 * i, 2);
-    if constexpr (Kind == WeightKind::F16) return _cvtsh_ss(h);
-    return bf16_to_fp32(h);
   }
 }
 

@@ -3,11 +3,34 @@
 // only, compiled per function with the target attribute below.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "cpu/ops/mul_mat_kernels.h"
+#include "tessera/convert.h"
 
 #define TESSERA_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace tessera::cpu::mm::avx2 {
+
+// One fused multiply-add (the tails of the float tiles, after the 8-lane part).
+TESSERA_AVX2 inline float fma1(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+// Element i of a float weight row, as f32.
+template <WeightKind Kind>
+TESSERA_AVX2 inline float load1(const char* row, int64_t i) {
+  if constexpr (Kind == WeightKind::F32) {
+    float f;
+    std::memcpy(&f, row + 4 * i, 4);
+    return f;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    if constexpr (Kind == WeightKind::F16) return _cvtsh_ss(h);
+    return bf16_to_fp32(h);
+  }
+}
 
 TESSERA_AVX2 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

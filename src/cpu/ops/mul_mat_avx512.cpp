@@ -247,6 +247,144 @@ void tile_interleaved_half(const TileArgs& t) {
   tile_interleaved_half16<Kind, RN>(t);
 }
 
+// ---------------------------------------------------------------- float weights in ggml's rows
+//
+// The AVX2 float tiles' 8-lane operations per row and column (fma over K in steps of 8, the AVX2
+// reduction, then the tail one fma at a time), two rows per register: row 2p in the low half, row
+// 2p + 1 in the high one (an odd count's last row pairs with itself). The same bits as the AVX2
+// tiles for any tile shape and K split, and a 4 x 8 tile (16 accumulators) where AVX2 has 4 x 3.
+
+// Elements i..i + 7 of rows m (low half) and m1 (high half), as f32.
+template <WeightKind Kind>
+TESSERA_AVX512 inline __m512 load_rows8(const char* a, size_t a_stride, int m, int m1, int64_t i) {
+  constexpr int64_t kElem = Kind == WeightKind::F32 ? 4 : 2;
+  const char* p0 = a + m * a_stride + kElem * i;
+  const char* p1 = a + m1 * a_stride + kElem * i;
+  if constexpr (Kind == WeightKind::F32) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(p0))),
+                              _mm256_loadu_ps(reinterpret_cast<const float*>(p1)), 1);
+  } else {
+    const __m256i h = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+    if constexpr (Kind == WeightKind::F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// Row m's result from its 8 lanes: the AVX2 reduction, then the tail after the last multiple of 8.
+template <WeightKind Kind>
+TESSERA_AVX512 inline float finish_row(float s, const char* arow, const float* brow, int64_t kv, int64_t k1) {
+  for (int64_t i = kv; i < k1; ++i) s = avx2::fma1(avx2::load1<Kind>(arow, i), brow[i], s);
+  return s;
+}
+
+template <WeightKind Kind, int RM, int RN>
+TESSERA_AVX512 void tile_float(const TileArgs& t) {
+  constexpr int kPairs = (RM + 1) / 2;
+  __m512 acc[kPairs][RN];
+#pragma GCC unroll 4
+  for (int p = 0; p < kPairs; ++p) {
+    const int m = 2 * p, m1 = m + 1 < RM ? m + 1 : m;
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n)
+      acc[p][n] = t.first ? _mm512_setzero_ps()
+                          : _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes)),
+                                               _mm256_loadu_ps(t.acc + (m1 * RN + n) * kAccLanes), 1);
+  }
+  const int64_t kv = t.k1 & ~int64_t{7};  // k0 is a multiple of 8; the tail is done on the last range
+  for (int64_t i = t.k0; i < kv; i += 8) {
+    __m512 bv[RN];
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n)
+      bv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
+#pragma GCC unroll 4
+    for (int p = 0; p < kPairs; ++p) {
+      const __m512 av = load_rows8<Kind>(t.a, t.a_stride, 2 * p, 2 * p + 1 < RM ? 2 * p + 1 : 2 * p, i);
+#pragma GCC unroll 8
+      for (int n = 0; n < RN; ++n) acc[p][n] = _mm512_fmadd_ps(av, bv[n], acc[p][n]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < kPairs; ++p) {
+    const int m = 2 * p;
+    const bool two = m + 1 < RM;
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n) {
+      if (!t.last) {
+        _mm256_storeu_ps(t.acc + (m * RN + n) * kAccLanes, _mm512_castps512_ps256(acc[p][n]));
+        if (two)
+          _mm256_storeu_ps(t.acc + ((m + 1) * RN + n) * kAccLanes,
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][n]), 1)));
+        continue;
+      }
+      const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
+      t.dst[n * t.dst_stride + m] = finish_row<Kind>(hsum_low(acc[p][n]), t.a + m * t.a_stride, brow, kv, t.k1);
+      if (two)
+        t.dst[n * t.dst_stride + m + 1] =
+            finish_row<Kind>(hsum_high(acc[p][n]), t.a + (m + 1) * t.a_stride, brow, kv, t.k1);
+    }
+  }
+}
+
+// One column over the whole K, RM rows: the AVX2 matrix-vector kernel's per-row operations, two
+// rows per register, its prefetch distance (two passes of kMatVecRows rows).
+template <WeightKind Kind, int RM>
+TESSERA_AVX512 void matvec_float(const TileArgs& t) {
+  constexpr int kPairs = (RM + 1) / 2;
+  constexpr int64_t kElem = Kind == WeightKind::F32 ? 4 : 2;
+  const auto* b = reinterpret_cast<const float*>(t.b);
+  const size_t ahead = 2 * kMatVecRows * t.a_stride;
+  __m512 acc[kPairs];
+#pragma GCC unroll 4
+  for (int p = 0; p < kPairs; ++p) acc[p] = _mm512_setzero_ps();
+  const int64_t kv = t.k & ~int64_t{7};
+  for (int64_t i = 0; i < kv; i += 8) {
+    const __m512 bv = _mm512_broadcast_f32x8(_mm256_loadu_ps(b + i));
+    if ((i * kElem) % 64 == 0) {
+#pragma GCC unroll 8
+      for (int m = 0; m < RM; ++m) _mm_prefetch(t.a + m * t.a_stride + i * kElem + ahead, _MM_HINT_T0);
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < kPairs; ++p)
+      acc[p] = _mm512_fmadd_ps(load_rows8<Kind>(t.a, t.a_stride, 2 * p, 2 * p + 1 < RM ? 2 * p + 1 : 2 * p, i),
+                               bv, acc[p]);
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < kPairs; ++p) {
+    const int m = 2 * p;
+    t.dst[m] = finish_row<Kind>(hsum_low(acc[p]), t.a + m * t.a_stride, b, kv, t.k);
+    if (m + 1 < RM) t.dst[m + 1] = finish_row<Kind>(hsum_high(acc[p]), t.a + (m + 1) * t.a_stride, b, kv, t.k);
+  }
+}
+
+template <int RM, int RN>
+void fill_float_tile(KernelTable& t) {
+  t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::BF16)][RM - 1][RN - 1] = tile_float<WeightKind::BF16, RM, RN>;
+}
+
+template <int... I>
+void fill_float_tiles(KernelTable& t, std::integer_sequence<int, I...>) {
+  (fill_float_tile<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
+}
+
+template <int... R>
+void fill_float_matvec(KernelTable& t, std::integer_sequence<int, R...>) {
+  ((t.matvec[static_cast<int>(WeightKind::F32)][R] = matvec_float<WeightKind::F32, R + 1>), ...);
+  ((t.matvec[static_cast<int>(WeightKind::F16)][R] = matvec_float<WeightKind::F16, R + 1>), ...);
+  ((t.matvec[static_cast<int>(WeightKind::BF16)][R] = matvec_float<WeightKind::BF16, R + 1>), ...);
+}
+
+void fill_float(KernelTable& t) {
+  fill_float_tiles(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
+  fill_float_matvec(t, std::make_integer_sequence<int, kMatVecRows>{});
+  t.wide[static_cast<int>(WeightKind::F32)] = tile_float<WeightKind::F32, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::F16)] = tile_float<WeightKind::F16, kMaxRM, kWideRN>;
+  t.wide[static_cast<int>(WeightKind::BF16)] = tile_float<WeightKind::BF16, kMaxRM, kWideRN>;
+}
+
 template <int RN>
 void fill_interleaved_pair(KernelTable& t) {
   t.interleaved_pair[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved_pair<BlockQ4_0, RN>;
@@ -287,6 +425,7 @@ const KernelTable* avx512_kernels() noexcept {
     t.isa = "avx512-vnni";
     fill_all_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
     fill_all_interleaved_pairs(t, std::make_integer_sequence<int, kWideRN>{});
+    fill_float(t);          // F32, F16 and BF16 weights in ggml's rows
     fill_kquant_avx512(t);  // the K-quants and IQ4_XS, and their order of b's quants
     return &t;
   }();
