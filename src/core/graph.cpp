@@ -1,6 +1,7 @@
 #include "tessera/graph.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "tessera/error.h"
 
@@ -18,7 +19,7 @@ Graph Graph::from_nodes(std::vector<Tensor*> nodes, std::vector<Tensor*> outputs
   Graph g;
   g.nodes_ = std::move(nodes);
   g.outputs_ = std::move(outputs);
-  for (Tensor* t : g.nodes_) g.visited_.insert(t);
+  for (Tensor* t : g.nodes_) g.mark_visited(t);
   return g;
 }
 
@@ -29,15 +30,32 @@ void Graph::expand(Tensor* output) {
   output->flags |= kFlagOutput;
 }
 
+bool Graph::mark_visited(const Tensor* t) {
+  if (2 * (visited_count_ + 1) > visited_.size()) {  // at most half full
+    std::vector<const Tensor*> old(std::max<size_t>(1024, 2 * visited_.size()), nullptr);
+    old.swap(visited_);
+    visited_count_ = 0;
+    for (const Tensor* u : old)
+      if (u != nullptr) mark_visited(u);
+  }
+  const size_t mask = visited_.size() - 1;
+  // Tensors are at least 8-byte aligned: mix the address (Fibonacci hashing) before masking.
+  size_t i = static_cast<size_t>((reinterpret_cast<uintptr_t>(t) >> 3) * 0x9e3779b97f4a7c15ull >> 20) & mask;
+  for (; visited_[i] != nullptr; i = (i + 1) & mask)
+    if (visited_[i] == t) return false;
+  visited_[i] = t;
+  ++visited_count_;
+  return true;
+}
+
 void Graph::visit(Tensor* root) {
   // Iterative post-order DFS so deep graphs (long chains) cannot overflow the stack.
   struct Frame {
     Tensor* t;
     int next;
   };
-  if (visited_.count(root)) return;
+  if (!mark_visited(root)) return;
   std::vector<Frame> stack{{root, 0}};
-  visited_.insert(root);
   while (!stack.empty()) {
     Frame& f = stack.back();
     // Sources first, then the view source (a view depends on what it views).
@@ -45,10 +63,9 @@ void Graph::visit(Tensor* root) {
     while (f.next <= kMaxSources && child == nullptr) {
       Tensor* c = f.next < kMaxSources ? f.t->src[static_cast<size_t>(f.next)] : f.t->view_src;
       ++f.next;
-      if (c != nullptr && !visited_.count(c)) child = c;
+      if (c != nullptr && mark_visited(c)) child = c;
     }
     if (child != nullptr) {
-      visited_.insert(child);
       stack.push_back({child, 0});
       continue;
     }

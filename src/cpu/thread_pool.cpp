@@ -33,6 +33,10 @@ constexpr int64_t kMaxChunks = 0xffff;  // what the claim word's 16-bit fields h
 // for a small model), which a parked worker would otherwise spend waking up (a futex wake-up of an
 // idle vCPU is tens of us, and the caller runs the first nodes alone meanwhile).
 constexpr auto kIdleSpin = std::chrono::milliseconds(2);
+// After this much of it the spinning worker also yields its core at every look at the clock, so
+// that other threads of the process (an HTTP server's, a caller's) and of the machine still run
+// when all cores are taken; with nothing else to run a yield returns at once.
+constexpr auto kSpinAlone = std::chrono::microseconds(50);
 // Pauses between two looks at the clock.
 constexpr int kSpinsPerClockCheck = 256;
 // How long the caller spins for the last chunks before it sleeps until they are done.
@@ -218,7 +222,14 @@ uint32_t ThreadPool::wait_for_loop(uint32_t seen) {
     }
     cpu_relax();
     if (spins % kSpinsPerClockCheck != kSpinsPerClockCheck - 1) continue;
-    if (spin_when_idle_ && std::chrono::steady_clock::now() - idle_since < kIdleSpin) continue;
+    if (spin_when_idle_) {
+      const auto idle = std::chrono::steady_clock::now() - idle_since;
+      if (idle < kSpinAlone) continue;
+      if (idle < kIdleSpin) {
+        std::this_thread::yield();
+        continue;
+      }
+    }
     parked_.fetch_add(1, std::memory_order_seq_cst);    // the waker takes it back (see parallel_for)
     generation_.wait(seen, std::memory_order_seq_cst);  // returns once generation_ != seen
     idle_since = std::chrono::steady_clock::now();

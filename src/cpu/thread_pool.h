@@ -8,7 +8,8 @@
 //
 // Between loops the workers spin (with a pause instruction) on a generation counter for up to
 // kIdleSpin (2 ms) after their last chunk, so the nodes of a graph, and the graphs of a generation
-// loop, are separated by a spinning barrier rather than a wake-up; then they park on a futex
+// loop, are separated by a spinning barrier rather than a wake-up (yielding the core now and then
+// after the first 50 us, so that other threads still run on a busy machine); then they park on a futex
 // (std::atomic::wait) and cost nothing. With more threads than the hardware has they park at once
 // (a spinning thread would only take a core from one with work). The caller waits for the last
 // chunks the same way. No mutex, no condition variable, no allocation per loop.

@@ -88,7 +88,10 @@ TEST_F(EngineTest, EightConcurrentRequestsGiveTheirAloneText) {
 
 TEST_F(EngineTest, StreamedPiecesConcatenateToTheText) {
   Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 512});
-  auto job = engine.submit(encode("Once upon a time"), greedy(30));
+  // Long enough (some 50 ms here) that the polling thread wakes more than once even when the
+  // machine is busy (30 tokens, 10 ms, could all land before it was scheduled under ctest -j2).
+  constexpr int kTokens = 200;
+  auto job = engine.submit(encode("Once upon a time"), greedy(kTokens));
   std::string streamed;
   int polls_with_text = 0;
   for (;;) {
@@ -97,7 +100,7 @@ TEST_F(EngineTest, StreamedPiecesConcatenateToTheText) {
     streamed += u.text;
     if (u.done) break;
   }
-  EXPECT_EQ(streamed, reference("Once upon a time", 30));
+  EXPECT_EQ(streamed, reference("Once upon a time", kTokens));
   EXPECT_GT(polls_with_text, 1);  // text arrives as it is generated, not at the end only
 }
 
