@@ -1,6 +1,6 @@
 // The vectorised math rows (src/cpu/vec_math.h): the AVX2 exp against std::exp in double over the
-// whole float range, exp_poly bit for bit against it, SILU rows, and the f16 dot and accumulate rows against double sums, for every table the
-// CPU has.
+// whole float range, exp_poly bit for bit against it, SILU rows, and the f16 dot and accumulate rows against
+// double sums, for every table the CPU has.
 #include "cpu/vec_math.h"
 
 #include <gtest/gtest.h>

@@ -264,9 +264,9 @@ TESSERA_AVX512 inline __m512 load_rows8(const char* a, size_t a_stride, int m, i
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(p0))),
                               _mm256_loadu_ps(reinterpret_cast<const float*>(p1)), 1);
   } else {
-    const __m256i h = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+    const __m256i h =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
     if constexpr (Kind == WeightKind::F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
@@ -289,15 +289,17 @@ TESSERA_AVX512 void tile_float(const TileArgs& t) {
 #pragma GCC unroll 8
     for (int n = 0; n < RN; ++n)
       acc[p][n] = t.first ? _mm512_setzero_ps()
-                          : _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes)),
-                                               _mm256_loadu_ps(t.acc + (m1 * RN + n) * kAccLanes), 1);
+                          : _mm512_insertf32x8(
+                                _mm512_castps256_ps512(_mm256_loadu_ps(t.acc + (m * RN + n) * kAccLanes)),
+                                _mm256_loadu_ps(t.acc + (m1 * RN + n) * kAccLanes), 1);
   }
   const int64_t kv = t.k1 & ~int64_t{7};  // k0 is a multiple of 8; the tail is done on the last range
   for (int64_t i = t.k0; i < kv; i += 8) {
     __m512 bv[RN];
 #pragma GCC unroll 8
     for (int n = 0; n < RN; ++n)
-      bv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
+      bv[n] =
+          _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
 #pragma GCC unroll 4
     for (int p = 0; p < kPairs; ++p) {
       const __m512 av = load_rows8<Kind>(t.a, t.a_stride, 2 * p, 2 * p + 1 < RM ? 2 * p + 1 : 2 * p, i);
@@ -319,7 +321,8 @@ TESSERA_AVX512 void tile_float(const TileArgs& t) {
         continue;
       }
       const auto* brow = reinterpret_cast<const float*>(t.b + n * t.b_stride);
-      t.dst[n * t.dst_stride + m] = finish_row<Kind>(hsum_low(acc[p][n]), t.a + m * t.a_stride, brow, kv, t.k1);
+      t.dst[n * t.dst_stride + m] =
+          finish_row<Kind>(hsum_low(acc[p][n]), t.a + m * t.a_stride, brow, kv, t.k1);
       if (two)
         t.dst[n * t.dst_stride + m + 1] =
             finish_row<Kind>(hsum_high(acc[p][n]), t.a + (m + 1) * t.a_stride, brow, kv, t.k1);
@@ -347,14 +350,15 @@ TESSERA_AVX512 void matvec_float(const TileArgs& t) {
     }
 #pragma GCC unroll 4
     for (int p = 0; p < kPairs; ++p)
-      acc[p] = _mm512_fmadd_ps(load_rows8<Kind>(t.a, t.a_stride, 2 * p, 2 * p + 1 < RM ? 2 * p + 1 : 2 * p, i),
-                               bv, acc[p]);
+      acc[p] = _mm512_fmadd_ps(
+          load_rows8<Kind>(t.a, t.a_stride, 2 * p, 2 * p + 1 < RM ? 2 * p + 1 : 2 * p, i), bv, acc[p]);
   }
 #pragma GCC unroll 4
   for (int p = 0; p < kPairs; ++p) {
     const int m = 2 * p;
     t.dst[m] = finish_row<Kind>(hsum_low(acc[p]), t.a + m * t.a_stride, b, kv, t.k);
-    if (m + 1 < RM) t.dst[m + 1] = finish_row<Kind>(hsum_high(acc[p]), t.a + (m + 1) * t.a_stride, b, kv, t.k);
+    if (m + 1 < RM)
+      t.dst[m + 1] = finish_row<Kind>(hsum_high(acc[p]), t.a + (m + 1) * t.a_stride, b, kv, t.k);
   }
 }
 

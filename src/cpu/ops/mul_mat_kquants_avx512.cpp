@@ -199,9 +199,11 @@ TESSERA_AVX512 inline __m512i super_block_sums(const Block& blk, const Scales& s
     if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {  // see row_kquant
       const __m512i zero = _mm512_setzero_si512();
       const __m512i q0 = _mm512_mask_sub_epi8(qb[2 * h], _mm512_movepi8_mask(first), zero, qb[2 * h]);
-      const __m512i q1 = _mm512_mask_sub_epi8(qb[2 * h + 1], _mm512_movepi8_mask(second), zero, qb[2 * h + 1]);
-      isum = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(_mm512_abs_epi8(first), q0), sc),
-                                 _mm512_maddubs_epi16(_mm512_abs_epi8(second), q1), sc);
+      const __m512i q1 =
+          _mm512_mask_sub_epi8(qb[2 * h + 1], _mm512_movepi8_mask(second), zero, qb[2 * h + 1]);
+      isum =
+          _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(_mm512_abs_epi8(first), q0), sc),
+                              _mm512_maddubs_epi16(_mm512_abs_epi8(second), q1), sc);
     } else {
       const __m512i x = _mm512_add_epi16(_mm512_maddubs_epi16(first, qb[2 * h]),
                                          _mm512_maddubs_epi16(second, qb[2 * h + 1]));

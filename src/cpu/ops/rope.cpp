@@ -69,7 +69,8 @@ void run_rope(const ComputeContext& ctx, Tensor& dst) {
         // NORMAL rotates adjacent pairs; NEOX pairs the two halves of the rotated channels.
         const int64_t j0 = neox ? i : 2 * i;
         const int64_t j1 = neox ? i + half : 2 * i + 1;
-        const float x0 = x[j0], x1 = x[j1], c = cos_t[static_cast<size_t>(i)], sn = sin_t[static_cast<size_t>(i)];
+        const float x0 = x[j0], x1 = x[j1], c = cos_t[static_cast<size_t>(i)],
+                    sn = sin_t[static_cast<size_t>(i)];
         y[j0] = x0 * c - x1 * sn;
         y[j1] = x0 * sn + x1 * c;
       }
