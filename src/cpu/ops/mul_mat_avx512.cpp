@@ -168,6 +168,14 @@ TESSERA_AVX512 void tile_interleaved_pair(const TileArgs& t) {
   for (int n = 0; n < RN; ++n) _mm512_storeu_ps(t.last ? t.dst + n * t.dst_stride : t.acc + 16 * n, acc[n]);
 }
 
+// Elements i..i + 7 of each of the RN b columns, in both halves of a register.
+template <int RN>
+TESSERA_AVX512 inline void columns8(const TileArgs& t, int64_t i, __m512 (&bv)[RN]) {
+#pragma GCC unroll 8
+  for (int n = 0; n < RN; ++n)
+    bv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
+}
+
 // Sixteen 16-bit floats (piece j of rows 2p and 2p + 1) as f32.
 template <WeightKind Kind>
 TESSERA_AVX512 inline __m512 load16(const char* p) {
@@ -215,10 +223,7 @@ TESSERA_AVX512 void tile_interleaved_half16(const TileArgs& t) {
   for (int64_t i = t.k0; i < t.k1; i += kHalfPiece) {
     const char* piece = t.a + half_offset_in_group(0, i);
     __m512 bv[RN];
-#pragma GCC unroll 4
-    for (int n = 0; n < RN; ++n)
-      bv[n] =
-          _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
+    columns8(t, i, bv);
 #pragma GCC unroll 4
     for (int p = 0; p < kPairs; ++p) {
       const __m512 av = load16<Kind>(piece + half_offset_in_group(2 * p, 0));
@@ -296,10 +301,7 @@ TESSERA_AVX512 void tile_float(const TileArgs& t) {
   const int64_t kv = t.k1 & ~int64_t{7};  // k0 is a multiple of 8; the tail is done on the last range
   for (int64_t i = t.k0; i < kv; i += 8) {
     __m512 bv[RN];
-#pragma GCC unroll 8
-    for (int n = 0; n < RN; ++n)
-      bv[n] =
-          _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
+    columns8(t, i, bv);
 #pragma GCC unroll 4
     for (int p = 0; p < kPairs; ++p) {
       const __m512 av = load_rows8<Kind>(t.a, t.a_stride, 2 * p, 2 * p + 1 < RM ? 2 * p + 1 : 2 * p, i);

@@ -77,12 +77,41 @@ TESSERA_AVX512 inline void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, _
       _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hq, halves(2, 0)), halves(0, 2)), top2));
 }
 
+// Half h of a super-block (chunk pairs 2h, 2h + 1): its quants in Pair order and their scales.
+template <class Block>
+TESSERA_AVX512 inline void unpack_half(const Block& blk, const Scales& s, int h, __m512i swap, __m512i& first,
+                                       __m512i& second, __m512i& sc) {
+  __m512i u0, u1;
+  chunk_pairs(blk, h, u0, u1);
+  pair_of(u0, u1, swap, first, second);
+  sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
+}
+
+// isum plus a half's scaled products with b's two 64-byte pieces q0 (meeting `first`) and q1.
+template <class Block>
+TESSERA_AVX512 inline __m512i add_products(__m512i isum, __m512i first, __m512i second, __m512i sc,
+                                           __m512i q0, __m512i q1) {
+  if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
+    // maddubs wants the unsigned operand: |a|, and a's sign onto b (IQ4_XS has no -128). Two int16
+    // pair sums could overflow, so each piece gets its own multiply-add.
+    const __m512i zero = _mm512_setzero_si512();
+    q0 = _mm512_mask_sub_epi8(q0, _mm512_movepi8_mask(first), zero, q0);
+    q1 = _mm512_mask_sub_epi8(q1, _mm512_movepi8_mask(second), zero, q1);
+    return _mm512_dpwssd_epi32(
+        _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(_mm512_abs_epi8(first), q0), sc),
+        _mm512_maddubs_epi16(_mm512_abs_epi8(second), q1), sc);
+  } else {
+    // Each int16 lane sums four products u * q of one chunk: at most 4 * 63 * 127 < 2^15.
+    const __m512i x = _mm512_add_epi16(_mm512_maddubs_epi16(first, q0), _mm512_maddubs_epi16(second, q1));
+    return _mm512_dpwssd_epi32(isum, x, sc);
+  }
+}
+
 // One weight row's super-blocks [j0, j1) against RN b rows, into acc[n / 2] (8 lanes per dot,
 // column n in half n % 2).
 template <class Block, int RN>
 TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
                                       int64_t j0, int64_t j1, __m512 (&acc)[(RN + 1) / 2]) {
-  constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
   const __m512i swap =
       _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap)));
   for (int64_t j = j0; j < j1; ++j) {
@@ -95,34 +124,13 @@ TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, cons
     for (int n = 0; n < RN; ++n) isum[n] = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      __m512i u0, u1, first, second;
-      chunk_pairs(blk, h, u0, u1);
-      pair_of(u0, u1, swap, first, second);
-      const __m512i sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
-      if constexpr (kSignedQ) {
-        // maddubs wants the unsigned operand: |a|, and a's sign onto b (IQ4_XS has no -128). Two
-        // int16 pair sums could overflow, so each half gets its own multiply-add.
-        const __m512i f = _mm512_abs_epi8(first), g = _mm512_abs_epi8(second);
-        const __mmask64 f_neg = _mm512_movepi8_mask(first), g_neg = _mm512_movepi8_mask(second);
-        const __m512i zero = _mm512_setzero_si512();
+      __m512i first, second, sc;
+      unpack_half(blk, s, h, swap, first, second, sc);
 #pragma GCC unroll 8
-        for (int n = 0; n < RN; ++n) {
-          const int8_t* q = brow[n].qs + 256 * j + 128 * h;
-          __m512i q0 = _mm512_loadu_si512(q), q1 = _mm512_loadu_si512(q + 64);
-          q0 = _mm512_mask_sub_epi8(q0, f_neg, zero, q0);
-          q1 = _mm512_mask_sub_epi8(q1, g_neg, zero, q1);
-          isum[n] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[n], _mm512_maddubs_epi16(f, q0), sc),
-                                        _mm512_maddubs_epi16(g, q1), sc);
-        }
-      } else {
-        // Each int16 lane sums four products u * q of one chunk: at most 4 * 63 * 127 < 2^15.
-#pragma GCC unroll 8
-        for (int n = 0; n < RN; ++n) {
-          const int8_t* q = brow[n].qs + 256 * j + 128 * h;
-          const __m512i x = _mm512_add_epi16(_mm512_maddubs_epi16(first, _mm512_loadu_si512(q)),
-                                             _mm512_maddubs_epi16(second, _mm512_loadu_si512(q + 64)));
-          isum[n] = _mm512_dpwssd_epi32(isum[n], x, sc);
-        }
+      for (int n = 0; n < RN; ++n) {
+        const int8_t* q = brow[n].qs + 256 * j + 128 * h;
+        isum[n] = add_products<Block>(isum[n], first, second, sc, _mm512_loadu_si512(q),
+                                      _mm512_loadu_si512(q + 64));
       }
     }
     // From here on the AVX2 tile's operations, lane for lane, on two columns per register (the
@@ -192,23 +200,9 @@ TESSERA_AVX512 inline __m512i super_block_sums(const Block& blk, const Scales& s
   __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
-    __m512i u0, u1, first, second;
-    chunk_pairs(blk, h, u0, u1);
-    pair_of(u0, u1, swap, first, second);
-    const __m512i sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
-    if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {  // see row_kquant
-      const __m512i zero = _mm512_setzero_si512();
-      const __m512i q0 = _mm512_mask_sub_epi8(qb[2 * h], _mm512_movepi8_mask(first), zero, qb[2 * h]);
-      const __m512i q1 =
-          _mm512_mask_sub_epi8(qb[2 * h + 1], _mm512_movepi8_mask(second), zero, qb[2 * h + 1]);
-      isum =
-          _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(_mm512_abs_epi8(first), q0), sc),
-                              _mm512_maddubs_epi16(_mm512_abs_epi8(second), q1), sc);
-    } else {
-      const __m512i x = _mm512_add_epi16(_mm512_maddubs_epi16(first, qb[2 * h]),
-                                         _mm512_maddubs_epi16(second, qb[2 * h + 1]));
-      isum = _mm512_dpwssd_epi32(isum, x, sc);
-    }
+    __m512i first, second, sc;
+    unpack_half(blk, s, h, swap, first, second, sc);
+    isum = add_products<Block>(isum, first, second, sc, qb[2 * h], qb[2 * h + 1]);
   }
   return isum;
 }
