@@ -157,11 +157,21 @@ bool CpuBackend::supports(const Tensor& op) const { return supports_node(op); }
 
 namespace {
 
+// The bytes of a tensor's elements, not the span its strides cover (a generation step's store
+// into the transposed V cache is a few hundred bytes spread over megabytes).
+size_t element_bytes(const Tensor& t) {
+  return t.row_size() * static_cast<size_t>(std::max<int64_t>(t.ne[1] * t.ne[2] * t.ne[3], 0));
+}
+
 // What a node reads and writes, roughly (on stories260K most nodes touch a few hundred bytes).
+// GET_ROWS reads only the rows it gathers (one token's embedding, not the whole table).
 size_t bytes_touched(const Tensor& node) {
-  size_t bytes = node.nbytes();
-  for (const Tensor* s : node.src)
-    if (s != nullptr) bytes += s->nbytes();
+  size_t bytes = element_bytes(node);
+  for (int k = 0; k < kMaxSources; ++k) {
+    const Tensor* s = node.src[k];
+    if (s == nullptr) continue;
+    bytes += node.op == Op::GetRows && k == 0 ? element_bytes(node) : element_bytes(*s);
+  }
   return bytes;
 }
 
