@@ -46,8 +46,8 @@ constexpr auto kCallerSpin = std::chrono::microseconds(30);
 // fraction of a microsecond.
 constexpr size_t kReadAheadPiece = 4096;
 
-constexpr uint64_t claim_word(uint32_t seq, uint64_t chunks, uint64_t next) noexcept {
-  return static_cast<uint64_t>(seq) << 32 | chunks << 16 | next;
+constexpr uint64_t claim_word(uint32_t seq, uint64_t end, uint64_t next) noexcept {
+  return static_cast<uint64_t>(seq) << 32 | end << 16 | next;
 }
 
 }  // namespace
@@ -64,14 +64,15 @@ int64_t ThreadPool::chunk_count(int64_t n, int threads) noexcept {
 
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(n_threads < 1 ? 1 : n_threads),
-      spin_when_idle_(n_threads_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+      spin_when_idle_(n_threads_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      shares_(std::make_unique<Share[]>(static_cast<size_t>(n_threads_))) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
     try {
       if (g_fail_worker_start.load(std::memory_order_relaxed) == i)
         throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
                                 "injected thread start failure");
-      workers_.emplace_back([this] { worker(); });
+      workers_.emplace_back([this, i] { worker(i); });
     } catch (const std::exception& e) {  // std::system_error, or bad_alloc for the thread's state
       // Without this the members would be destroyed under running workers (a deadlock or terminate).
       const int started = static_cast<int>(workers_.size());
@@ -105,11 +106,15 @@ void ThreadPool::parallel_for(int64_t n, RangeFn fn) {
     fn(0, n);
     return;
   }
-  loop_ = {fn, n};
+  loop_ = {fn, n, chunks};
   error_ = nullptr;
   done_.store(0, std::memory_order_relaxed);
   const uint32_t seq = ++seq_;
-  claim_.store(claim_word(seq, static_cast<uint64_t>(chunks), 0), std::memory_order_release);
+  for (int t = 0; t < n_threads_; ++t)  // thread t's share: chunks [begin, end), sizes differ by one at most
+    shares_[static_cast<size_t>(t)].claim.store(
+        claim_word(seq, static_cast<uint64_t>(chunk_begin(chunks, n_threads_, t + 1)),
+                   static_cast<uint64_t>(chunk_begin(chunks, n_threads_, t))),
+        std::memory_order_release);
   // seq_cst pairs with the parking worker's parked_ increment: either it sees the new generation or
   // we see it parked and wake it. Taking the count to 0 wakes each parked worker once: the loops
   // published while it is still waking up make no futex call of their own.
@@ -117,7 +122,7 @@ void ThreadPool::parallel_for(int64_t n, RangeFn fn) {
   if (parked_.load(std::memory_order_seq_cst) > 0 && parked_.exchange(0, std::memory_order_seq_cst) > 0)
     generation_.notify_all();
 
-  run_chunks(seq);
+  run_chunks(seq, 0);
   // Only chunks claimed by others and still running are left: wait for them, not for every worker.
   const auto target = static_cast<uint32_t>(chunks);
   const auto spin_until = std::chrono::steady_clock::now() + kCallerSpin;
@@ -137,28 +142,34 @@ void ThreadPool::parallel_for(int64_t n, RangeFn fn) {
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::run_chunks(uint32_t seq) {
+void ThreadPool::run_chunks(uint32_t seq, int self) {
   Loop loop;
-  uint64_t c = claim_.load(std::memory_order_acquire);
-  for (;;) {
-    if (static_cast<uint32_t>(c >> 32) != seq) return;  // a later loop (or stop): not ours
-    const uint64_t chunks = (c >> 16) & 0xffff, next = c & 0xffff;
-    if (next >= chunks) return;
-    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire))
-      continue;
-    // Loop `seq` cannot finish (and loop_ be rewritten) before this claimed chunk is done.
-    if (!loop.fn) loop = loop_;
-    const auto k = static_cast<int64_t>(chunks), i = static_cast<int64_t>(next);
-    try {
-      loop.fn(chunk_begin(loop.n, k, i), chunk_begin(loop.n, k, i + 1));
-    } catch (...) {
-      record_error();
+  uint32_t ran = 0;
+  for (int q = 0; q < n_threads_; ++q) {
+    std::atomic<uint64_t>& claim = shares_[static_cast<size_t>((self + q) % n_threads_)].claim;
+    uint64_t c = claim.load(std::memory_order_acquire);
+    for (;;) {
+      if (static_cast<uint32_t>(c >> 32) != seq) break;  // a later loop (or stop): not ours
+      const uint64_t end = (c >> 16) & 0xffff, next = c & 0xffff;
+      if (next >= end) break;
+      if (!claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+        continue;
+      // Loop `seq` cannot finish (and loop_ be rewritten) before this claimed chunk is counted done.
+      if (!loop.fn) loop = loop_;
+      const auto i = static_cast<int64_t>(next);
+      try {
+        loop.fn(chunk_begin(loop.n, loop.chunks, i), chunk_begin(loop.n, loop.chunks, i + 1));
+      } catch (...) {
+        record_error();
+      }
+      ++ran;
+      c = claim.load(std::memory_order_acquire);
     }
-    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == chunks &&
-        main_parked_.load(std::memory_order_seq_cst))
-      done_.notify_one();
-    c = claim_.load(std::memory_order_acquire);
   }
+  // Counted once, when no chunk is left to claim: one write to the shared line per thread and loop.
+  if (ran > 0 && done_.fetch_add(ran, std::memory_order_seq_cst) + ran == static_cast<uint32_t>(loop.chunks) &&
+      main_parked_.load(std::memory_order_seq_cst))
+    done_.notify_one();
 }
 
 void ThreadPool::record_error() noexcept {
@@ -236,12 +247,12 @@ uint32_t ThreadPool::wait_for_loop(uint32_t seen) {
   }
 }
 
-void ThreadPool::worker() {
+void ThreadPool::worker(int index) {
   uint32_t seen = 0;  // the constructor publishes no loop before the workers start
   for (;;) {
     seen = wait_for_loop(seen);
     if (stop_.load(std::memory_order_acquire)) return;
-    run_chunks(seen);
+    run_chunks(seen, index);
   }
 }
 

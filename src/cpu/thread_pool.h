@@ -1,10 +1,12 @@
 #pragma once
 // A fixed pool of persistent worker threads that runs one parallel loop at a time.
 //
-// A loop's range is cut into chunks that the threads claim from one atomic word, so a thread that
-// the OS has descheduled (or that is still waking up) costs nothing: the others take its chunks and
-// the caller returns once every chunk is done, without waiting for threads that never showed up.
-// Results never depend on who ran which chunk (every item is computed by exactly one call).
+// A loop's range is cut into chunks, and each thread first claims the chunks of its own share from
+// an atomic word on its own cache line (no line moves between cores per chunk), then claims what
+// is left of the others' shares. So a thread that the OS has descheduled (or that is still waking
+// up) costs nothing: the others take its chunks and the caller returns once every chunk is done,
+// without waiting for threads that never showed up. Results never depend on who ran which chunk
+// (every item is computed by exactly one call).
 //
 // Between loops the workers spin (with a pause instruction) on a generation counter for up to
 // kIdleSpin (2 ms) after their last chunk, so the nodes of a graph, and the graphs of a generation
@@ -18,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -81,17 +84,24 @@ class ThreadPool {
   static void fail_worker_start_for_testing(int index) noexcept;
 
  private:
-  // The loop being run: written by the caller before it publishes claim_, read by a worker only
+  // The loop being run: written by the caller before it publishes the shares, read by a worker only
   // after it has claimed a chunk of it (so never while the caller rewrites it for the next loop).
   struct Loop {
     RangeFn fn;
     int64_t n = 0;
+    int64_t chunks = 0;
+  };
+  // Thread t's share of the current loop's chunks: loop sequence (high 32 bits), end of the share
+  // (bits 16-31) and next unclaimed chunk (bits 0-15). One cache line each.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> claim{0};
   };
 
-  void worker();
+  void worker(int index);
   uint32_t wait_for_loop(uint32_t seen);
-  // Claims and runs chunks of loop `seq` until none is left.
-  void run_chunks(uint32_t seq);
+  // Claims and runs chunks of loop `seq`, its own share first (thread `self`), then the others',
+  // until none is left; then counts them done.
+  void run_chunks(uint32_t seq, int self);
   void record_error() noexcept;
   // Claims and prefetches one piece of the read-ahead ranges; false when none is left.
   bool read_ahead_piece() noexcept;
@@ -104,8 +114,7 @@ class ThreadPool {
   std::mutex error_mutex_;
   std::exception_ptr error_;
   uint32_t seq_ = 0;  // the caller's count of loops published
-  // Loop sequence (high 32 bits), chunk count (bits 16-31) and next unclaimed chunk (bits 0-15).
-  alignas(64) std::atomic<uint64_t> claim_{0};
+  std::unique_ptr<Share[]> shares_;  // one per thread, the caller's first
   alignas(64) std::atomic<uint32_t> generation_{0};  // the latest loop's sequence (and bumped to stop)
   alignas(64) std::atomic<uint32_t> done_{0};        // chunks of the current loop finished
   std::atomic<bool> main_parked_{false};             // the caller sleeps in done_.wait
