@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "core/simd.h"
@@ -58,6 +59,20 @@ void scale_add_f32_scalar(float* y, float s, float w, const float* a, int64_t n)
 
 void silu_scalar(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = silu(x[i]);
+}
+
+float scale_mask_max_scalar(const float* x, float* y, float scale, const float* mask, float slope, int64_t n) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = x[i] * scale;
+    if (mask != nullptr) y[i] += slope * mask[i];
+    max = std::max(max, y[i]);  // a NaN y[i] compares false and is left out
+  }
+  return max;
+}
+
+void scale_scalar(float* y, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
 // exp_poly's constants (see exp8).
@@ -227,6 +242,52 @@ TESSERA_VEC_AVX2 void scale_add_f32_avx2(float* y, float s, float w, const float
   for (; i < n; ++i) y[i] = y[i] * s + w * a[i];
 }
 
+// Hides a product from the compiler, so that it cannot contract product + addend into one FMA
+// (which rounds once where the reference rounds twice).
+TESSERA_VEC_AVX2 inline __m256 rounded(__m256 v) {
+  asm("" : "+x"(v));
+  return v;
+}
+
+// x * scale (+ mask * slope with a mask), each product rounded.
+TESSERA_VEC_AVX2 inline __m256 logits8(__m256 x, __m256 scale, const __m256* mask, __m256 slope) {
+  const __m256 v = rounded(_mm256_mul_ps(x, scale));
+  return mask != nullptr ? _mm256_add_ps(v, rounded(_mm256_mul_ps(*mask, slope))) : v;
+}
+
+TESSERA_VEC_AVX2 float scale_mask_max_avx2(const float* x, float* y, float scale, const float* mask, float slope,
+                                           int64_t n) {
+  const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(slope);
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 max = neg_inf, mv = neg_inf;
+  const __m256* mp = mask != nullptr ? &mv : nullptr;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (mask != nullptr) mv = _mm256_loadu_ps(mask + i);
+    const __m256 v = logits8(_mm256_loadu_ps(x + i), vs, mp, vm);
+    _mm256_storeu_ps(y + i, v);
+    max = _mm256_max_ps(v, max);  // the second operand where v is NaN: NaNs are left out
+  }
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    if (mask != nullptr) mv = _mm256_maskload_ps(mask + i, m);
+    const __m256 v = logits8(_mm256_maskload_ps(x + i, m), vs, mp, vm);
+    _mm256_maskstore_ps(y + i, m, v);
+    max = _mm256_max_ps(_mm256_blendv_ps(neg_inf, v, _mm256_castsi256_ps(m)), max);
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+TESSERA_VEC_AVX2 void scale_avx2(float* y, float s, int64_t n) {
+  const __m256 vs = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vs));
+  for (; i < n; ++i) y[i] *= s;
+}
+
 bool cpu_has_avx2_fma_f16c() noexcept {
   __builtin_cpu_init();
   return cpu_has_avx2_f16c() && __builtin_cpu_supports("fma");
@@ -259,7 +320,9 @@ const MathKernels& scalar_math() noexcept {
                              scale_add_f16_scalar,
                              dot_rows_scalar<float>,
                              scale_add_f32_scalar,
-                             silu_scalar};
+                             silu_scalar,
+                             scale_mask_max_scalar,
+                             scale_scalar};
   return k;
 }
 
@@ -272,7 +335,9 @@ const MathKernels* avx2_math() noexcept {
                              scale_add_f16_avx2,
                              dot_rows_avx2<float>,
                              scale_add_f32_avx2,
-                             silu_avx2};
+                             silu_avx2,
+                             scale_mask_max_avx2,
+                             scale_avx2};
   static const MathKernels* table = cpu_has_avx2_fma_f16c() ? &k : nullptr;
   return table;
 #else

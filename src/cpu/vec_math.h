@@ -26,6 +26,13 @@ struct MathKernels {
   void (*scale_add_f32)(float* y, float s, float w, const float* a, int64_t n) = nullptr;
   // y[i] = silu(x[i]) (below): the same bits in every table (x and y may be the same array).
   void (*silu)(const float* x, float* y, int64_t n) = nullptr;
+  // SOFT_MAX's logits: y[i] = x[i] * scale, then + slope * mask[i] where mask is given (each product
+  // rounded on its own, no FMA: the reference's bits); returns the largest y[i], NaNs left out
+  // (-inf when there is none). x and y may be the same array.
+  float (*scale_mask_max)(const float* x, float* y, float scale, const float* mask, float slope,
+                          int64_t n) = nullptr;
+  // y[i] *= s.
+  void (*scale)(float* y, float s, int64_t n) = nullptr;
 };
 
 // exp(x) by the AVX2 exp's algorithm, one float at a time and operation for operation the same: the

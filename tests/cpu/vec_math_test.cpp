@@ -157,6 +157,52 @@ TEST(CpuVecMath, SiluRowsAreTheScalarDefinition) {
   }
 }
 
+// SOFT_MAX's logits: x * scale + slope * mask with each product and the sum rounded once (the
+// reference's operations, no FMA), worked out here in double (exact products, one rounding each);
+// the max leaves NaNs out; rows of every length for the vector tails.
+TEST(CpuVecMath, SoftMaxLogitsAreScaledMaskedAndTheirMaxLeavesNaNsOut) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const MathKernels* k : tables()) {
+    SCOPED_TRACE(k->isa);
+    for (int64_t n : {1, 5, 8, 9, 31, 4099}) {
+      auto x = test::random_values(n, static_cast<uint32_t>(n), -50.0f, 50.0f);
+      auto mask = test::random_values(n, static_cast<uint32_t>(n) + 1, -3.0f, 3.0f);
+      for (int64_t i = 0; i < n; i += 3) mask[static_cast<size_t>(i)] = -inf;  // masked cells
+      if (n > 4) x[4] = nan;
+      for (bool masked : {false, true}) {
+        for (float slope : {1.0f, 0.3f}) {
+          std::vector<float> y(static_cast<size_t>(n));
+          const float scale = 0.125f * 1.1f;
+          const float max = k->scale_mask_max(x.data(), y.data(), scale, masked ? mask.data() : nullptr, slope, n);
+          float want_max = -inf;
+          for (int64_t i = 0; i < n; ++i) {
+            const auto ii = static_cast<size_t>(i);
+            float want = static_cast<float>(static_cast<double>(x[ii]) * scale);
+            if (masked)
+              want = static_cast<float>(static_cast<double>(want) +
+                                        static_cast<float>(static_cast<double>(slope) * mask[ii]));
+            ASSERT_EQ(std::memcmp(&y[ii], &want, 4), 0) << "i = " << i << ": " << y[ii] << " vs " << want;
+            if (!std::isnan(want) && want > want_max) want_max = want;
+          }
+          EXPECT_EQ(max, want_max) << n << " masked " << masked;
+        }
+      }
+      std::vector<float> y = test::random_values(n, 7, -1e3f, 1e3f), scaled = y;
+      k->scale(scaled.data(), 0.37f, n);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto ii = static_cast<size_t>(i);
+        ASSERT_EQ(scaled[ii], static_cast<float>(static_cast<double>(y[ii]) * 0.37f)) << i;
+      }
+    }
+  }
+  // A row whose every logit is masked has no max.
+  for (const MathKernels* k : tables()) {
+    const std::vector<float> x(9, 1.0f), mask(9, -inf);
+    std::vector<float> y(9);
+    EXPECT_EQ(k->scale_mask_max(x.data(), y.data(), 1.0f, mask.data(), 1.0f, 9), -inf) << k->isa;
+  }
+}
+
 TEST(CpuVecMath, ExpSumShiftsAndSums) {
   for (const MathKernels* k : tables()) {
     SCOPED_TRACE(k->isa);

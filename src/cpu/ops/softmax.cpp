@@ -1,5 +1,6 @@
 // DIAG_MASK_INF and SOFT_MAX kernels (optional F16/F32 mask, scale, ALiBi slopes). SOFT_MAX's fast
-// path differs from the reference only in its exp (vec_math.h: the AVX2 exp where the CPU has it).
+// path differs from the reference only in its exp (vec_math.h: the AVX2 exp where the CPU has it); its
+// scaling, mask, max and normalisation are vec_math's rows with the reference's bits.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -50,21 +51,41 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
   const AlibiSlopes alibi = alibi_slopes(params.max_bias, a.ne[2]);
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   const vec::MathKernels* fast = ctx.reference() ? nullptr : &vec::math();
+  // Rows of f32 elements in place are read where they are (the fast path), others are copied first.
+  const bool a_rows = a.type == DType::F32 && a.nb[0] == sizeof(float);
+  const bool mask_rows = mask != nullptr && mask->type == DType::F32 && mask->nb[0] == sizeof(float);
   ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
-    std::vector<float> m(mask != nullptr ? static_cast<size_t>(ne0) : 0);
+    std::vector<float> m(mask != nullptr && !mask_rows ? static_cast<size_t>(ne0) : 0);
     for (int64_t r = begin; r < end; ++r) {
       const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
       float* w = reinterpret_cast<float*>(dst.at(0, i1, i2, i3));
-      load_row_f32(a, i1, i2, i3, w);
-      for (int64_t i = 0; i < ne0; ++i) w[i] *= scale;
+      // Mask row i1 of the mask slice that tiles (i2, i3); the slope belongs to head i2.
+      const float* mrow = nullptr;
       if (mask != nullptr) {
-        // Mask row i1 of the mask slice that tiles (i2, i3); the slope belongs to head i2.
-        load_row_f32(*mask, i1, i2 % mask->ne[2], i3 % mask->ne[3], m.data());
-        const float slope = alibi.slope(i2);
-        for (int64_t i = 0; i < ne0; ++i) w[i] += slope * m[i];
+        const int64_t m2 = i2 % mask->ne[2], m3 = i3 % mask->ne[3];
+        if (mask_rows) {
+          mrow = reinterpret_cast<const float*>(mask->at(0, i1, m2, m3));
+        } else {
+          load_row_f32(*mask, i1, m2, m3, m.data());
+          mrow = m.data();
+        }
       }
+      const float slope = alibi.slope(i2);
       float max = kNegInf;
-      for (int64_t i = 0; i < ne0; ++i) max = std::max(max, w[i]);
+      if (fast != nullptr) {
+        const float* x = w;
+        if (a_rows)
+          x = reinterpret_cast<const float*>(a.at(0, i1, i2, i3));
+        else
+          load_row_f32(a, i1, i2, i3, w);
+        max = fast->scale_mask_max(x, w, scale, mrow, slope, ne0);
+      } else {
+        load_row_f32(a, i1, i2, i3, w);
+        for (int64_t i = 0; i < ne0; ++i) w[i] *= scale;
+        if (mrow != nullptr)
+          for (int64_t i = 0; i < ne0; ++i) w[i] += slope * mrow[i];
+        for (int64_t i = 0; i < ne0; ++i) max = std::max(max, w[i]);
+      }
       if (max == kNegInf) {
         // Every logit is -inf (a fully masked row). ggml computes exp(-inf - -inf) = NaN here; we
         // define the result as all zeros instead, so such a row contributes nothing downstream.
@@ -81,7 +102,10 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
         }
       }
       const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t i = 0; i < ne0; ++i) w[i] *= inv;
+      if (fast != nullptr)
+        fast->scale(w, inv, ne0);
+      else
+        for (int64_t i = 0; i < ne0; ++i) w[i] *= inv;
     }
   });
 }
