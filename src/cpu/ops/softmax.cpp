@@ -1,6 +1,6 @@
-// DIAG_MASK_INF and SOFT_MAX kernels (optional F16/F32 mask, scale, ALiBi slopes). SOFT_MAX's fast
-// path differs from the reference only in its exp (vec_math.h: the AVX2 exp where the CPU has it); its
-// scaling, mask, max and normalisation are vec_math's rows with the reference's bits.
+// DIAG_MASK_INF and SOFT_MAX kernels (optional F16/F32 mask, scale, ALiBi slopes). SOFT_MAX runs on
+// vec_math's rows: the reference on the scalar ones (std::exp), the fast path on the best the CPU
+// has, which differ from them only in exp (the AVX2 exp where the CPU has it).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -50,9 +50,11 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
   const float scale = params.scale;
   const AlibiSlopes alibi = alibi_slopes(params.max_bias, a.ne[2]);
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
-  const vec::MathKernels* fast = ctx.reference() ? nullptr : &vec::math();
-  // Rows of f32 elements in place are read where they are (the fast path), others are copied first.
-  const bool a_rows = a.type == DType::F32 && a.nb[0] == sizeof(float);
+  // The reference takes the scalar rows (std::exp); the fast path the best this CPU has, which
+  // differ from them only in exp.
+  const vec::MathKernels& rows = ctx.reference() ? vec::scalar_math() : vec::math();
+  // f32 rows and masks are read where they are; others are converted first.
+  const bool a_rows = a.nb[0] == sizeof(float);
   const bool mask_rows = mask != nullptr && mask->type == DType::F32 && mask->nb[0] == sizeof(float);
   ctx.parallel_for(a.nrows(), [&](int64_t begin, int64_t end) {
     std::vector<float> m(mask != nullptr && !mask_rows ? static_cast<size_t>(ne0) : 0);
@@ -70,42 +72,20 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
           mrow = m.data();
         }
       }
-      const float slope = alibi.slope(i2);
-      float max = kNegInf;
-      if (fast != nullptr) {
-        const float* x = w;
-        if (a_rows)
-          x = reinterpret_cast<const float*>(a.at(0, i1, i2, i3));
-        else
-          load_row_f32(a, i1, i2, i3, w);
-        max = fast->scale_mask_max(x, w, scale, mrow, slope, ne0);
-      } else {
+      const float* x = w;
+      if (a_rows)
+        x = reinterpret_cast<const float*>(a.at(0, i1, i2, i3));
+      else
         load_row_f32(a, i1, i2, i3, w);
-        for (int64_t i = 0; i < ne0; ++i) w[i] *= scale;
-        if (mrow != nullptr)
-          for (int64_t i = 0; i < ne0; ++i) w[i] += slope * mrow[i];
-        for (int64_t i = 0; i < ne0; ++i) max = std::max(max, w[i]);
-      }
+      const float max = rows.scale_mask_max(x, w, scale, mrow, alibi.slope(i2), ne0);
       if (max == kNegInf) {
         // Every logit is -inf (a fully masked row). ggml computes exp(-inf - -inf) = NaN here; we
         // define the result as all zeros instead, so such a row contributes nothing downstream.
         std::fill(w, w + ne0, 0.0f);
         continue;
       }
-      double sum = 0.0;
-      if (fast != nullptr) {
-        sum = fast->exp_sum(w, w, ne0, max);
-      } else {
-        for (int64_t i = 0; i < ne0; ++i) {
-          w[i] = std::exp(w[i] - max);
-          sum += w[i];
-        }
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      if (fast != nullptr)
-        fast->scale(w, inv, ne0);
-      else
-        for (int64_t i = 0; i < ne0; ++i) w[i] *= inv;
+      const double sum = rows.exp_sum(w, w, ne0, max);
+      rows.scale(w, static_cast<float>(1.0 / sum), ne0);
     }
   });
 }
