@@ -167,7 +167,8 @@ void ThreadPool::run_chunks(uint32_t seq, int self) {
     }
   }
   // Counted once, when no chunk is left to claim: one write to the shared line per thread and loop.
-  if (ran > 0 && done_.fetch_add(ran, std::memory_order_seq_cst) + ran == static_cast<uint32_t>(loop.chunks) &&
+  if (ran > 0 &&
+      done_.fetch_add(ran, std::memory_order_seq_cst) + ran == static_cast<uint32_t>(loop.chunks) &&
       main_parked_.load(std::memory_order_seq_cst))
     done_.notify_one();
 }

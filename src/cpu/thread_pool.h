@@ -114,7 +114,7 @@ class ThreadPool {
   std::mutex error_mutex_;
   std::exception_ptr error_;
   uint32_t seq_ = 0;  // the caller's count of loops published
-  std::unique_ptr<Share[]> shares_;  // one per thread, the caller's first
+  std::unique_ptr<Share[]> shares_;                  // one per thread, the caller's first
   alignas(64) std::atomic<uint32_t> generation_{0};  // the latest loop's sequence (and bumped to stop)
   alignas(64) std::atomic<uint32_t> done_{0};        // chunks of the current loop finished
   std::atomic<bool> main_parked_{false};             // the caller sleeps in done_.wait

@@ -61,7 +61,8 @@ void silu_scalar(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = silu(x[i]);
 }
 
-float scale_mask_max_scalar(const float* x, float* y, float scale, const float* mask, float slope, int64_t n) {
+float scale_mask_max_scalar(const float* x, float* y, float scale, const float* mask, float slope,
+                            int64_t n) {
   float max = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) {
     y[i] = x[i] * scale;
@@ -255,8 +256,8 @@ TESSERA_VEC_AVX2 inline __m256 logits8(__m256 x, __m256 scale, const __m256* mas
   return mask != nullptr ? _mm256_add_ps(v, rounded(_mm256_mul_ps(*mask, slope))) : v;
 }
 
-TESSERA_VEC_AVX2 float scale_mask_max_avx2(const float* x, float* y, float scale, const float* mask, float slope,
-                                           int64_t n) {
+TESSERA_VEC_AVX2 float scale_mask_max_avx2(const float* x, float* y, float scale, const float* mask,
+                                           float slope, int64_t n) {
   const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(slope);
   const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   __m256 max = neg_inf, mv = neg_inf;

@@ -173,7 +173,8 @@ TEST(CpuVecMath, SoftMaxLogitsAreScaledMaskedAndTheirMaxLeavesNaNsOut) {
         for (float slope : {1.0f, 0.3f}) {
           std::vector<float> y(static_cast<size_t>(n));
           const float scale = 0.125f * 1.1f;
-          const float max = k->scale_mask_max(x.data(), y.data(), scale, masked ? mask.data() : nullptr, slope, n);
+          const float max =
+              k->scale_mask_max(x.data(), y.data(), scale, masked ? mask.data() : nullptr, slope, n);
           float want_max = -inf;
           for (int64_t i = 0; i < n; ++i) {
             const auto ii = static_cast<size_t>(i);
