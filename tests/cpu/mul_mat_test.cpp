@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,9 @@ Expected expect(const Tensor& a, const Tensor& b, bool quantize_b) {
     for (int64_t i2 = 0; i2 < B2; ++i2)
       for (int64_t n = 0; n < N; ++n) {
         for (int64_t k = 0; k < K; ++k) brow[k] = elem(b, k, n, i2, i3);
+        // ggml's semantics for BF16 weights: b rounded to bf16 (to nearest, ties to even) first.
+        if (a.type == DType::BF16)
+          for (double& v : brow) v = bf16_to_fp32(fp32_to_bf16(static_cast<float>(v)));
         // Q4_1/Q5_1: ggml takes the sum of b's block times the weights' minimum from Q8_1's fp16 sum
         // s = fp16(sum(q) * amax / 127), not from the sum of the rounded values.
         std::vector<double> fix(static_cast<size_t>(K / 32), 0.0);
@@ -632,6 +636,8 @@ TEST(CpuMulMat, MatVecKernelsMatchTheTilesBitForBit) {
       char* b = b_mem.data() + (64 - reinterpret_cast<uintptr_t>(b_mem.data()) % 64) % 64;
       if (quant)
         simd->quantize_q8_row(x.data(), b, k);
+      else if (type == DType::BF16)
+        fp32_to_bf16_row(x.data(), reinterpret_cast<uint16_t*>(b), k);
       else
         std::memcpy(b, x.data(), x.size() * sizeof(float));
       auto args = [&](int row, float* dst) {
@@ -657,6 +663,69 @@ TEST(CpuMulMat, MatVecKernelsMatchTheTilesBitForBit) {
       }
     }
   }
+}
+
+// BF16 weights' dot product as mul_mat_bf16.cpp defines it, worked out here one operation at a
+// time: b rounded to bf16; 8 lanes, each 16-element chunk adding to lane l the product of elements
+// 2l + 1, then 2l (one rounding each: the products are exact); the lanes summed as
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)); the elements after the last whole chunk added
+// one fused multiply-add at a time. even_first swaps the pair's order (to show the data tell them apart).
+float bf16_dot(const uint16_t* a, const uint16_t* b, int64_t k, bool even_first = false) {
+  const auto f = [](uint16_t h) { return bf16_to_fp32(h); };
+  float lanes[8] = {};
+  const int64_t whole = k / 16 * 16;
+  for (int64_t i = 0; i < whole; i += 16)
+    for (int l = 0; l < 8; ++l) {
+      const int64_t first = i + 2 * l + (even_first ? 0 : 1), second = i + 2 * l + (even_first ? 1 : 0);
+      lanes[l] = std::fma(f(a[first]), f(b[first]), lanes[l]);
+      lanes[l] = std::fma(f(a[second]), f(b[second]), lanes[l]);
+    }
+  float s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+  for (int64_t i = whole; i < k; ++i) s = std::fma(f(a[i]), f(b[i]), s);
+  return s;
+}
+
+TEST(CpuMulMat, Bf16DotProductsHaveOneOrderOnEveryTable) {
+  // Values over 2^-12..2^12, so that the order of additions shows in the bits; K with and without
+  // tails, K split into ranges (4104), one column (the matrix-vector kernels) and many.
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  const auto spread = [&](Tensor* t) {
+    std::vector<float> v(static_cast<size_t>(t->nelements()));
+    for (float& x : v) x = std::ldexp(mantissa(rng), exponent(rng));
+    test::fill(t, v);
+  };
+  int order_shows = 0;
+  for (int64_t k : {5, 16, 24, 40, 1000, 4104})
+    for (int64_t n : {1, 3, 70}) {
+      SCOPED_TRACE("k " + std::to_string(k) + " n " + std::to_string(n));
+      const int64_t m = 13;
+      Context ctx(true);
+      Tensor* a = ctx.new_tensor(DType::BF16, k, m);
+      Tensor* b = ctx.new_tensor(DType::F32, k, n);
+      spread(a);
+      spread(b);
+      std::vector<float> want(static_cast<size_t>(m * n));
+      std::vector<uint16_t> bq(static_cast<size_t>(k));
+      for (int64_t c = 0; c < n; ++c) {
+        const auto* bf = reinterpret_cast<const float*>(b->at(0, c));
+        for (int64_t i = 0; i < k; ++i) bq[static_cast<size_t>(i)] = fp32_to_bf16(bf[i]);
+        for (int64_t r = 0; r < m; ++r) {
+          const auto* ar = reinterpret_cast<const uint16_t*>(a->at(0, r));
+          want[static_cast<size_t>(c * m + r)] = bf16_dot(ar, bq.data(), k);
+          order_shows += bf16_dot(ar, bq.data(), k, true) != want[static_cast<size_t>(c * m + r)];
+        }
+      }
+      Tensor* out = ops::mul_mat(ctx, a, b);
+      for (const cpu::mm::KernelTable* table : cpu::mm::available_kernels()) {
+        SCOPED_TRACE(table->isa);
+        cpu::mm::ScopedKernelOverride use(table);
+        const std::vector<float> got = computed_values(out, 2, KernelSet::Fast);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+      }
+    }
+  EXPECT_GT(order_shows, 100) << "the data do not tell the orders apart";
 }
 
 TEST(CpuMulMat, Q8_1SumsForTheMinimumTypes) {

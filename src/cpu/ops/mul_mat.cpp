@@ -1,8 +1,9 @@
 // MUL_MAT on the CPU: dst[m, n, i2, i3] = sum_k a[k, m, i2 / r2, i3 / r3] * b[k, n, i2, i3].
 //
 // Reference: each weight row converted to f32, dotted with b's row in double (for quantized weights b
-// goes through Q8_0 or Q8_K first, as ggml's CPU does). Fast: b is prepared once (Q8_0 or Q8_K
-// blocks for quantized weights, f32 rows otherwise) and tile kernels (mul_mat_kernels.h)
+// goes through Q8_0 or Q8_K first, for BF16 weights it is rounded to bf16, as ggml's CPU does). Fast:
+// b is prepared once (Q8_0 or Q8_K blocks for quantized weights, bf16 rows for BF16 weights, f32
+// rows otherwise) and tile kernels (mul_mat_kernels.h)
 // run over cache blocks of (weight rows x b columns x K); for one b column (generation), matrix-vector
 // kernels take more weight rows per pass with each row's bits unchanged. Each output is computed by
 // one kernel call chain whatever the blocking, so results do not depend on thread counts.
@@ -82,6 +83,8 @@ void run_reference(const ComputeContext& ctx, const Tensor& dst, const Tensor& a
       for (int64_t n = 0; n < s.n; ++n) {
         float* row = brows + n * s.k;
         load_row_f32(b, n, i2, i3, row);
+        if (a.type == DType::BF16)
+          for (int64_t k = 0; k < s.k; ++k) row[k] = bf16_to_fp32(fp32_to_bf16(row[k]));
         // ggml's semantics for quantized weights: b is quantized to Q8_0 blocks (Q8_K for the
         // 256-element types) first, then the block products are summed (here exactly, in double,
         // from the dequantized values).
@@ -213,7 +216,7 @@ Blocking choose_blocking(const Shape& s, DType type, double a_bytes_per_elem, bo
     bl.rm = 4;
     bl.rn = float_wide ? mm::kWideRN : kFloatTileRN;
   }
-  const double b_bytes_per_elem = quant ? 1.25 : 4.0;
+  const double b_bytes_per_elem = quant ? 1.25 : type == DType::BF16 ? 2.0 : 4.0;
   if (s.n <= bl.rn) {
     bl.kc = s.k;  // b is read once per weight row anyway: nothing to keep in L1
   } else {
@@ -262,12 +265,13 @@ const float* b_row_f32(const Tensor& b, int64_t n, int64_t i2, int64_t i3, float
 
 PreparedB prepare_b(const ComputeContext& ctx, const Tensor& b, const Shape& s, mm::Activation act,
                     const mm::KernelTable& kt) {
-  const bool quant = act != mm::Activation::F32;
-  if (!quant && b.type == DType::F32 && b.nb[0] == sizeof(float))
+  const bool quant = act == mm::Activation::Q8 || act == mm::Activation::Q8K;
+  if (act == mm::Activation::F32 && b.type == DType::F32 && b.nb[0] == sizeof(float))
     return {static_cast<const char*>(b.data), b.nb[1], b.nb[2], b.nb[3]};
-  const size_t row = act == mm::Activation::Q8K ? mm::q8k_row_bytes(s.k)
-                     : quant                    ? mm::q8_row_bytes(s.k)
-                                                : (static_cast<size_t>(s.k) * sizeof(float) + 63) / 64 * 64;
+  const size_t row = act == mm::Activation::Q8K    ? mm::q8k_row_bytes(s.k)
+                     : quant                       ? mm::q8_row_bytes(s.k)
+                     : act == mm::Activation::BF16 ? mm::bf16_row_bytes(s.k)
+                                                   : (static_cast<size_t>(s.k) * sizeof(float) + 63) / 64 * 64;
   const int64_t rows = s.n * s.b2 * s.b3;
   char* base = align64(ctx.scratch_memory(static_cast<size_t>(rows) * row + 64));
   ctx.parallel_for(rows, [&](int64_t r0, int64_t r1) {
@@ -280,6 +284,8 @@ PreparedB prepare_b(const ComputeContext& ctx, const Tensor& b, const Shape& s, 
         if (kt.pair_q8k_row != nullptr) kt.pair_q8k_row(out, s.k);
       } else if (quant) {
         kt.quantize_q8_row(b_row_f32(b, n, i2, i3, tmp.data(), kt), out, s.k);
+      } else if (act == mm::Activation::BF16) {
+        fp32_to_bf16_row(b_row_f32(b, n, i2, i3, tmp.data(), kt), reinterpret_cast<uint16_t*>(out), s.k);
       } else {
         auto* o = reinterpret_cast<float*>(out);
         const float* x = b_row_f32(b, n, i2, i3, o, kt);
@@ -294,12 +300,15 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
               const Shape& s) {
   const mm::KernelTable& kt = mm::active_kernels();
   const bool quant = is_quantized(a.type);
-  // Float weights whose elements are strided are converted to f32 rows per block of rows.
+  // Float weights whose elements are strided are gathered into rows per block of rows: BF16 ones as
+  // they are (their kernels define BF16's results), the others converted to f32.
   const bool a_direct = quant || a.rows_contiguous();
-  const mm::WeightKind kind = a_direct ? kind_of(a.type) : mm::WeightKind::F32;
+  const bool gather_bf16 = !a_direct && a.type == DType::BF16;
+  const mm::WeightKind kind = a_direct || gather_bf16 ? kind_of(a.type) : mm::WeightKind::F32;
+  const size_t conv_elem = gather_bf16 ? sizeof(uint16_t) : sizeof(float);
   const double a_bytes_per_elem = a_direct ? static_cast<double>(traits(a.type).block_bytes) /
                                                  static_cast<double>(traits(a.type).block_size)
-                                           : 4.0;
+                                           : static_cast<double>(conv_elem);
   const mm::TileFn wide = kt.wide[static_cast<int>(kind)];
   const mm::TileFn* matvec = s.n == 1 && kt.matvec[static_cast<int>(kind)][0] != nullptr
                                  ? kt.matvec[static_cast<int>(kind)]
@@ -346,7 +355,7 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
   // Items run weight-chunk fastest, so one thread's consecutive items share their b columns.
   ctx.parallel_for(items, [&](int64_t it0, int64_t it1) {
     std::vector<float> acc(bl.kc < s.k ? static_cast<size_t>(groups_m * groups_n) * tile_state : 0);
-    std::vector<float> a_conv(a_direct ? 0 : static_cast<size_t>(bl.mc * s.k));
+    std::vector<char> a_conv(a_direct ? 0 : static_cast<size_t>(bl.mc * s.k) * conv_elem);
     for (int64_t it = it0; it < it1; ++it) {
       const int64_t mi = it % m_chunks;
       const int64_t ni = (it / m_chunks) % n_chunks;
@@ -358,10 +367,17 @@ void run_fast(const ComputeContext& ctx, const Tensor& dst, const Tensor& a, con
       const char* a_rows = a.at(0, m_begin, i2 / s.r2, i3 / s.r3);
       size_t a_stride = a.nb[1];
       if (!a_direct) {
-        for (int64_t m = 0; m < mm_count; ++m)
-          load_row_f32(a, m_begin + m, i2 / s.r2, i3 / s.r3, a_conv.data() + m * s.k);
-        a_rows = reinterpret_cast<const char*>(a_conv.data());
-        a_stride = static_cast<size_t>(s.k) * sizeof(float);
+        a_stride = static_cast<size_t>(s.k) * conv_elem;
+        for (int64_t m = 0; m < mm_count; ++m) {
+          char* out = a_conv.data() + static_cast<size_t>(m) * a_stride;
+          if (gather_bf16) {
+            for (int64_t k = 0; k < s.k; ++k)
+              std::memcpy(out + 2 * k, a.at(k, m_begin + m, i2 / s.r2, i3 / s.r3), 2);
+          } else {
+            load_row_f32(a, m_begin + m, i2 / s.r2, i3 / s.r3, reinterpret_cast<float*>(out));
+          }
+        }
+        a_rows = a_conv.data();
       }
       const char* b_rows = pb.base + n_begin * pb.nb1 + i2 * pb.nb2 + i3 * pb.nb3;
       float* d = dst_at(dst, m_begin, n_begin, i2, i3);

@@ -32,16 +32,14 @@ template <WeightKind Kind>
 TESSERA_AVX2 inline __m256 load8(const char* p) {
   if constexpr (Kind == WeightKind::F32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  } else if constexpr (Kind == WeightKind::F16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   } else {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    static_assert(Kind == WeightKind::F16);  // BF16 weights have kernels of their own (mul_mat_bf16_avx2.cpp)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
 }
 
 // Where elements i..i + 7 (i % 8 == 0) of weight row m are: in ggml's rows, or (Grouped) in the
-// interleaved layout of 16-bit floats (cpu/interleave.h), a pointing at the group.
+// interleaved layout of F16 rows (cpu/interleave.h), a pointing at the group.
 template <WeightKind Kind, bool Grouped>
 inline const char* elems_at(const char* a, size_t a_stride, int m, int64_t i) {
   if constexpr (Grouped) {
@@ -449,7 +447,7 @@ TESSERA_AVX2 void tile_interleaved(const TileArgs& t) {
     _mm256_storeu_ps(t.last ? t.dst + n * t.dst_stride : t.acc + n * kAccLanes, acc[n]);
 }
 
-// 16-bit float weights in the interleaved layout: the ggml-layout kernels' operations on each row
+// F16 weights in the interleaved layout: the ggml-layout kernels' operations on each row
 // (same bits), reading the group as one stream. One column over the whole K is the matrix-vector
 // kernel; else two halves of 4 rows x up to 3 columns (what the registers hold), acc = 8 x RN dots.
 template <WeightKind Kind, int RN>
@@ -528,7 +526,6 @@ template <int RM, int RN>
 void fill(KernelTable& t) {
   t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
   t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::BF16)][RM - 1][RN - 1] = tile_float<WeightKind::BF16, RM, RN>;
   t.tile[static_cast<int>(WeightKind::Q4_0)][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
   t.tile[static_cast<int>(WeightKind::Q8_0)][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
   t.tile[static_cast<int>(WeightKind::Q4_1)][RM - 1][RN - 1] = tile_quant<BlockQ4_1, RM, RN>;
@@ -546,7 +543,6 @@ template <int R>
 void fill_matvec(KernelTable& t) {
   t.matvec[static_cast<int>(WeightKind::F32)][R - 1] = matvec_float<WeightKind::F32, R>;
   t.matvec[static_cast<int>(WeightKind::F16)][R - 1] = matvec_float<WeightKind::F16, R>;
-  t.matvec[static_cast<int>(WeightKind::BF16)][R - 1] = matvec_float<WeightKind::BF16, R>;
   t.matvec[static_cast<int>(WeightKind::Q4_0)][R - 1] = matvec_quant<BlockQ4_0, R>;
   t.matvec[static_cast<int>(WeightKind::Q8_0)][R - 1] = matvec_quant<BlockQ8_0, R>;
   t.matvec[static_cast<int>(WeightKind::Q4_1)][R - 1] = matvec_quant<BlockQ4_1, R>;
@@ -560,7 +556,6 @@ void fill_interleaved(KernelTable& t) {
   t.interleaved[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved<BlockQ4_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved<BlockQ8_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::F16)][RN - 1] = tile_interleaved_half<WeightKind::F16, RN>;
-  t.interleaved[static_cast<int>(WeightKind::BF16)][RN - 1] = tile_interleaved_half<WeightKind::BF16, RN>;
 }
 
 template <int... I>
@@ -594,6 +589,7 @@ const KernelTable* avx2_kernels() noexcept {
     t.quantize_q8_row = quantize_q8_row;
     t.f16_to_f32_row = f16_to_f32_row;
     fill_kquant_avx2(t);  // the K-quants and IQ4_XS, and the Q8_K quantizer
+    fill_bf16_avx2(t);
     return &t;
   }();
   return table;

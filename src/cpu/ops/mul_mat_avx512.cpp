@@ -9,7 +9,7 @@
 //   the four-byte products straight into 32-bit lanes. The block's integer sums are exact whatever
 //   the grouping, and the float work per block (one convert, multiply and multiply-add for 8 rows)
 //   is the AVX2 kernel's.
-// - F16 / BF16 interleaved rows against one column: one 32-byte load is piece j of two rows, widened
+// - F16 interleaved rows against one column: one 32-byte load is piece j of two rows, widened
 //   to 16 floats; each half is the AVX2 kernel's 8-lane accumulator of its row, reduced the same way.
 #include "cpu/ops/mul_mat_kernels.h"
 
@@ -176,12 +176,11 @@ TESSERA_AVX512 inline void columns8(const TileArgs& t, int64_t i, __m512 (&bv)[R
     bv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(t.b + n * t.b_stride) + i));
 }
 
-// Sixteen 16-bit floats (piece j of rows 2p and 2p + 1) as f32.
+// Sixteen halves (piece j of rows 2p and 2p + 1) as f32.
 template <WeightKind Kind>
 TESSERA_AVX512 inline __m512 load16(const char* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  if constexpr (Kind == WeightKind::F16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  static_assert(Kind == WeightKind::F16);  // BF16 weights have kernels of their own
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 // One column over the whole K: the AVX2 matrix-vector kernel's per-row operations, two rows per
@@ -245,7 +244,7 @@ TESSERA_AVX512 void tile_interleaved_half16(const TileArgs& t) {
     }
 }
 
-// F16 / BF16 groups: one column over the whole K by the matrix-vector kernel, else the tile.
+// F16 groups: one column over the whole K by the matrix-vector kernel, else the tile.
 template <WeightKind Kind, int RN>
 void tile_interleaved_half(const TileArgs& t) {
   if (RN == 1 && t.first && t.last && t.k0 == 0 && t.k1 == t.k) return matvec_interleaved_half<Kind>(t);
@@ -272,8 +271,8 @@ TESSERA_AVX512 inline __m512 load_rows8(const char* a, size_t a_stride, int m, i
     const __m256i h =
         _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
-    if constexpr (Kind == WeightKind::F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    static_assert(Kind == WeightKind::F16);  // BF16 weights have kernels of their own
+    return _mm512_cvtph_ps(h);
   }
 }
 
@@ -368,7 +367,6 @@ template <int RM, int RN>
 void fill_float_tile(KernelTable& t) {
   t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
   t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::BF16)][RM - 1][RN - 1] = tile_float<WeightKind::BF16, RM, RN>;
 }
 
 template <int... I>
@@ -380,7 +378,6 @@ template <int... R>
 void fill_float_matvec(KernelTable& t, std::integer_sequence<int, R...>) {
   ((t.matvec[static_cast<int>(WeightKind::F32)][R] = matvec_float<WeightKind::F32, R + 1>), ...);
   ((t.matvec[static_cast<int>(WeightKind::F16)][R] = matvec_float<WeightKind::F16, R + 1>), ...);
-  ((t.matvec[static_cast<int>(WeightKind::BF16)][R] = matvec_float<WeightKind::BF16, R + 1>), ...);
 }
 
 void fill_float(KernelTable& t) {
@@ -388,7 +385,6 @@ void fill_float(KernelTable& t) {
   fill_float_matvec(t, std::make_integer_sequence<int, kMatVecRows>{});
   t.wide[static_cast<int>(WeightKind::F32)] = tile_float<WeightKind::F32, kMaxRM, kWideRN>;
   t.wide[static_cast<int>(WeightKind::F16)] = tile_float<WeightKind::F16, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::BF16)] = tile_float<WeightKind::BF16, kMaxRM, kWideRN>;
 }
 
 template <int RN>
@@ -407,7 +403,6 @@ void fill_interleaved(KernelTable& t) {
   t.interleaved[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved<BlockQ4_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved<BlockQ8_0, RN>;
   t.interleaved[static_cast<int>(WeightKind::F16)][RN - 1] = tile_interleaved_half<WeightKind::F16, RN>;
-  t.interleaved[static_cast<int>(WeightKind::BF16)][RN - 1] = tile_interleaved_half<WeightKind::BF16, RN>;
 }
 
 template <int... I>
@@ -422,6 +417,11 @@ bool cpu_has_avx512_vnni() {
          __builtin_cpu_supports("avx512vnni");
 }
 
+bool cpu_has_avx512_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+
 }  // namespace
 
 const KernelTable* avx512_kernels() noexcept {
@@ -431,8 +431,9 @@ const KernelTable* avx512_kernels() noexcept {
     t.isa = "avx512-vnni";
     fill_all_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
     fill_all_interleaved_pairs(t, std::make_integer_sequence<int, kWideRN>{});
-    fill_float(t);          // F32, F16 and BF16 weights in ggml's rows
+    fill_float(t);          // F32 and F16 weights in ggml's rows
     fill_kquant_avx512(t);  // the K-quants and IQ4_XS, and their order of b's quants
+    if (cpu_has_avx512_bf16()) fill_bf16_avx512(t);  // else the AVX2 table's BF16 kernels (same bits)
     return &t;
   }();
   return table;

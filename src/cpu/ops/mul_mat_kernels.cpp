@@ -27,11 +27,6 @@ float load_elem(WeightKind kind, const char* row, int64_t i) noexcept {
       std::memcpy(&h, row + 2 * i, 2);
       return fp16_to_fp32(h);
     }
-    case WeightKind::BF16: {
-      uint16_t h;
-      std::memcpy(&h, row + 2 * i, 2);
-      return bf16_to_fp32(h);
-    }
     default: {
       float f;
       std::memcpy(&f, row + 4 * i, 4);
@@ -169,7 +164,7 @@ void quantize_q8k_row(const float* src, char* dst, int64_t k) noexcept {
 
 void f16_row(const uint16_t* src, float* dst, int64_t k) noexcept { fp16_to_fp32_row(src, dst, k); }
 
-// 16-bit float weights in the interleaved layout: tile_float's operations on each row of the group,
+// F16 weights in the interleaved layout: tile_float's operations on each row of the group,
 // state acc[(l * RN + n) * kAccLanes].
 template <WeightKind Kind, int RN>
 void tile_interleaved_half(const TileArgs& t) noexcept {
@@ -228,11 +223,10 @@ void tile_interleaved(const TileArgs& t) noexcept {
 
 template <int RM, int RN>
 void fill(KernelTable& t) {
-  t.tile[0][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
-  t.tile[1][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
-  t.tile[2][RM - 1][RN - 1] = tile_float<WeightKind::BF16, RM, RN>;
-  t.tile[3][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
-  t.tile[4][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q4_0)][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
+  t.tile[static_cast<int>(WeightKind::Q8_0)][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
   t.tile[static_cast<int>(WeightKind::Q4_1)][RM - 1][RN - 1] = tile_quant<BlockQ4_1, RM, RN>;
   t.tile[static_cast<int>(WeightKind::Q5_0)][RM - 1][RN - 1] = tile_quant<BlockQ5_0, RM, RN>;
   t.tile[static_cast<int>(WeightKind::Q5_1)][RM - 1][RN - 1] = tile_quant<BlockQ5_1, RM, RN>;
@@ -250,8 +244,6 @@ void fill_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
   ((t.interleaved[static_cast<int>(WeightKind::Q8_0)][I] = tile_interleaved<BlockQ8_0, I + 1>), ...);
   ((t.interleaved[static_cast<int>(WeightKind::F16)][I] = tile_interleaved_half<WeightKind::F16, I + 1>),
    ...);
-  ((t.interleaved[static_cast<int>(WeightKind::BF16)][I] = tile_interleaved_half<WeightKind::BF16, I + 1>),
-   ...);
 }
 
 KernelTable make_scalar() {
@@ -263,6 +255,7 @@ KernelTable make_scalar() {
   t.f16_to_f32_row = f16_row;
   fill_kquant_scalar(t);
   fill_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
+  fill_bf16_scalar(t);
   return t;
 }
 

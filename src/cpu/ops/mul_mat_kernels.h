@@ -6,7 +6,9 @@
 // K ranges in `acc` and reduced in a fixed order on the last range, so every kernel shape (and every
 // K split) gives the same bits for the same element: results never depend on tiling or threads.
 //
-// Prepared b rows: f32 for float weights. For the 32-element quantized types, b is quantized to
+// Prepared b rows: f32 for F32 and F16 weights; for BF16 weights, b rounded to bf16 (ggml's
+// semantics; K halves, padded to 64 bytes), which makes every product exact and leaves one order of
+// additions for all tables (mul_mat_bf16.cpp). For the 32-element quantized types, b is quantized to
 // Q8_0 once per row into the "q8 row" layout: K int8 quants, then K/32 f32 scales d (each an
 // fp16-rounded value, so the numbers are exactly those of quantize_row_q8_0), then K/32 f32 values
 // c = 8 * sum(q) * d (what Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the
@@ -99,12 +101,16 @@ struct KernelTable {
 };
 
 // How b is prepared for a weight kind.
-enum class Activation { F32, Q8, Q8K };
+enum class Activation { F32, BF16, Q8, Q8K };
 inline constexpr Activation activation_of(WeightKind kind) noexcept {
   return kind >= WeightKind::Q2_K   ? Activation::Q8K
          : kind >= WeightKind::Q4_0 ? Activation::Q8
+         : kind == WeightKind::BF16 ? Activation::BF16
                                     : Activation::F32;
 }
+
+// Bytes of one prepared bf16 row of k elements, padded so rows stay 64-byte aligned.
+inline size_t bf16_row_bytes(int64_t k) noexcept { return (static_cast<size_t>(k) * 2 + 63) / 64 * 64; }
 
 // Bytes of one q8 row of k elements (k % 32 == 0), padded so rows stay 64-byte aligned.
 inline size_t q8_row_bytes(int64_t k) noexcept {
@@ -141,6 +147,17 @@ inline Q8KRow q8k_row(const char* row, int64_t k) noexcept {
   const auto* d = reinterpret_cast<const float*>(row + k);
   return {qs, d, reinterpret_cast<const int16_t*>(d + k / 256)};
 }
+
+// Eight lanes of a dot product's state summed in avx2::hsum's order: ((l0 + l4) + (l2 + l6)) +
+// ((l1 + l5) + (l3 + l7)).
+inline float hsum_order(const float* l) noexcept {
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+// The BF16 kernels and their order of operations (mul_mat_bf16*.cpp): every table gives the same bits.
+void fill_bf16_scalar(KernelTable& t);
+void fill_bf16_avx2(KernelTable& t);    // only called where the CPU has AVX2/FMA/F16C
+void fill_bf16_avx512(KernelTable& t);  // only called where the CPU has AVX512_BF16 too
 
 // The K-quant and IQ4_XS tile kernels, in files of their own (mul_mat_kquants*.cpp).
 void fill_kquant_scalar(KernelTable& t);
