@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -167,12 +168,22 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
   for (const Tensor* t : on_device) total += t->nbytes();
   for (const Tensor* t : interleaved) total += t->nbytes();
   // Copies a weight into its (not host-addressable) buffer from the caller's bytes where there are
-  // some, else through staging that `fill` writes; returns the caller's bytes, or null.
+  // some, else through staging that `fill` writes. With `drop`, bytes of a mapped file go in slices
+  // whose pages are dropped once copied (they are not read again): the file's pages never hold
+  // more than a slice of the weight beside its copy (peak memory: a whole 35 MB output matrix
+  // before).
   std::vector<char> staging;
-  const auto upload = [&](Tensor& t) {
+  const auto upload = [&](Tensor& t, bool drop) {
     const void* p = host_data(t);
     if (p != nullptr) {
-      tensor_set(t, p, 0, t.nbytes());
+      constexpr size_t kSliceBytes = size_t{1} << 20;
+      const size_t block = traits(t.type).block_bytes;
+      const size_t slice = drop && file_ != nullptr ? std::max<size_t>(1, kSliceBytes / block) * block : t.nbytes();
+      for (size_t o = 0; o < t.nbytes(); o += slice) {
+        const size_t n = std::min(slice, t.nbytes() - o);
+        tensor_set(t, static_cast<const char*>(p) + o, o, n);
+        if (drop && file_ != nullptr) file_->release_pages(static_cast<const std::byte*>(p), o + n);
+      }
     } else {
       staging.resize(t.nbytes());
       fill(t, staging.data());
@@ -180,7 +191,6 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
     }
     done += t.nbytes();
     if (progress) progress(done, total);
-    return p;
   };
   if (!interleaved.empty()) {
     size_t bytes = 0;
@@ -190,9 +200,7 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
     for (Tensor* t : interleaved) {
       buffers_.back()->place(*t, offset);
       offset += (t->nbytes() + 63) / 64 * 64;
-      // The mapped pages are not read again: drop them.
-      if (const void* p = upload(*t); p != nullptr && file_ != nullptr)
-        file_->release_pages(static_cast<const std::byte*>(p), t->nbytes());
+      upload(*t, true);
     }
   }
 
@@ -231,7 +239,7 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
   for (Tensor* t : on_device) {
     buffer.place(*t, offset);
     offset += (type.alloc_size(*t) + align - 1) / align * align;
-    upload(*t);
+    upload(*t, false);
   }
 }
 
