@@ -283,6 +283,39 @@ TESSERA_AVX512 inline float finish_row(float s, const char* arow, const float* b
   return s;
 }
 
+// The last range of a 4-row tile without a tail: the 4 x RN sums reduced together, each by
+// avx2::hsum's additions in its order (lanes l and l + 4, then 0 + 2 and 1 + 3, then the two),
+// with shuffles across the accumulators instead of 7 operations per sum: attention's K rows are a
+// head of 64 elements, where the reductions cost more than the 8 steps of FMAs.
+template <int RN>
+TESSERA_AVX512 void reduce_4xn(const __m512 (&acc)[2][RN], const TileArgs& t) {
+  static_assert(RN % 4 == 0);
+  // Lane 4c + r of the result comes from lane 4r + c: quarter c holds column c's 4 rows.
+  const __m512i transpose = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+#pragma GCC unroll 2
+  for (int n0 = 0; n0 < RN; n0 += 4) {
+    __m512 x[4], y[2];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {  // quarter r: row r's lanes l + (l + 4), column n0 + c
+      const __m512 z1 = acc[0][n0 + c], z2 = acc[1][n0 + c];
+      x[c] = _mm512_add_ps(_mm512_shuffle_f32x4(z1, z2, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(z1, z2, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h)  // per quarter: (0 + 2, 1 + 3) of columns 2h and 2h + 1
+      y[h] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * h], x[2 * h + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(x[2 * h], x[2 * h + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // Per quarter (row): the four columns' sums; then quarter c holds column c.
+    const __m512 sums = _mm512_permutexvar_ps(
+        transpose, _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1))));
+    _mm_storeu_ps(t.dst + (n0 + 0) * t.dst_stride, _mm512_castps512_ps128(sums));
+    _mm_storeu_ps(t.dst + (n0 + 1) * t.dst_stride, _mm512_extractf32x4_ps(sums, 1));
+    _mm_storeu_ps(t.dst + (n0 + 2) * t.dst_stride, _mm512_extractf32x4_ps(sums, 2));
+    _mm_storeu_ps(t.dst + (n0 + 3) * t.dst_stride, _mm512_extractf32x4_ps(sums, 3));
+  }
+}
+
 template <WeightKind Kind, int RM, int RN>
 TESSERA_AVX512 void tile_float(const TileArgs& t) {
   constexpr int kPairs = (RM + 1) / 2;
@@ -307,6 +340,9 @@ TESSERA_AVX512 void tile_float(const TileArgs& t) {
 #pragma GCC unroll 8
       for (int n = 0; n < RN; ++n) acc[p][n] = _mm512_fmadd_ps(av, bv[n], acc[p][n]);
     }
+  }
+  if constexpr (RM == 4 && RN % 4 == 0) {
+    if (t.last && kv == t.k1) return reduce_4xn<RN>(acc, t);
   }
 #pragma GCC unroll 4
   for (int p = 0; p < kPairs; ++p) {
