@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -144,12 +145,32 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
     cur = ops::reshape(ctx, kqv, hd_v * h.n_head, n_tokens);
     return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
   }
-  Tensor* kq = named(ops::mul_mat(ctx, keys, qp), "kq", il);  // [n_kv, n_tokens, n_head]
-  if (p.softcap != 0.0f) kq = soft_cap(b, kq, p.softcap, "kq_capped", il);
-  kq = named(ops::soft_max(ctx, kq, b.kq_mask(p.window), p.kq_scale, 0.0f), "kq_softmax", il);
-  Tensor* kqv = named(ops::mul_mat(ctx, values, kq), "kqv", il);  // [hd_v, n_tokens, n_head]
-  cur = ops::reshape(ctx, named(ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged", il),
-                     hd_v * h.n_head, n_tokens);
+  // KQ ([n_kv, tokens, n_head] f32) in groups of query tokens of about kKqGroupBytes: a 512-token
+  // batch at depth 4096 held 151 MB of it at once. Each token's attention is its own, so the
+  // groups give the same bits as one product.
+  constexpr int64_t kKqGroupBytes = int64_t{4} << 20, kMinGroup = 32;
+  const int64_t per_token = n_kv * h.n_head * static_cast<int64_t>(sizeof(float));
+  const int64_t group = std::max(kMinGroup, kKqGroupBytes / per_token / kMinGroup * kMinGroup);
+  Tensor* mask = b.kq_mask(p.window);
+  Tensor* merged = nullptr;  // [hd_v, n_head, tokens so far]
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += group) {
+    const int64_t tokens = std::min(group, n_tokens - t0);
+    Tensor* q_part = qp;
+    Tensor* mask_part = mask;
+    if (tokens < n_tokens) {
+      q_part = ops::view(ctx, qp, {hd, tokens, h.n_head, 1}, qp->nb[1], qp->nb[2], qp->nb[3],
+                         static_cast<size_t>(t0) * qp->nb[1]);
+      mask_part = ops::view(ctx, mask, {n_kv, tokens, 1, 1}, mask->nb[1], mask->nb[2], mask->nb[3],
+                            static_cast<size_t>(t0) * mask->nb[1]);
+    }
+    Tensor* kq = named(ops::mul_mat(ctx, keys, q_part), "kq", il);  // [n_kv, tokens, n_head]
+    if (p.softcap != 0.0f) kq = soft_cap(b, kq, p.softcap, "kq_capped", il);
+    kq = named(ops::soft_max(ctx, kq, mask_part, p.kq_scale, 0.0f), "kq_softmax", il);
+    Tensor* kqv = named(ops::mul_mat(ctx, values, kq), "kqv", il);  // [hd_v, tokens, n_head]
+    Tensor* part = named(ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged", il);
+    merged = merged == nullptr ? part : named(ops::concat(ctx, merged, part, 2), "kqv_merged", il);
+  }
+  cur = ops::reshape(ctx, merged, hd_v * h.n_head, n_tokens);
   return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
 }
 

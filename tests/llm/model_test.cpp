@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 
@@ -98,6 +99,31 @@ TEST(Llama, BatchAndTokenByTokenGiveTheSameLogits) {
   Session small(*model, so);
   const std::vector<float> chunked = small.decode(tokens, true);
   EXPECT_LT(max_abs_diff(chunked, all), 2e-3);
+}
+
+TEST(Llama, LongBatchesAttendInGroupsOfQueryTokensWithTheSameLogits) {
+  // A batch of 512 tokens over 512 cells holds KQ (512 cells x 8 heads x 4 bytes per token) in
+  // groups of 256 query tokens (blocks.cpp: about 4 MiB each); batches of 256 (one group each) and
+  // of 200 compute every token's attention in one product. Each token's attention is its own, so
+  // the logits of every position are the same bits.
+  auto model = Model::load(kModel);
+  ASSERT_EQ(model->hparams().n_head, 8);
+  std::vector<Token> tokens;
+  for (int i = 0; i < 512; ++i) tokens.push_back(static_cast<Token>(3 + (i * 97 + 5) % 500));
+  const auto run = [&](int64_t n_batch) {
+    SessionOptions so;
+    so.n_ctx = 512;
+    so.n_batch = n_batch;
+    Session s(*model, so);
+    return s.decode(tokens, true);
+  };
+  const std::vector<float> grouped = run(512);
+  ASSERT_EQ(grouped.size(), tokens.size() * static_cast<size_t>(model->hparams().n_vocab));
+  for (int64_t n_batch : {256, 200}) {
+    const std::vector<float> whole = run(n_batch);
+    EXPECT_EQ(0, std::memcmp(whole.data(), grouped.data(), grouped.size() * sizeof(float)))
+        << "batches of " << n_batch << ", max difference " << max_abs_diff(whole, grouped);
+  }
 }
 
 TEST(Llama, ThreadCountDoesNotChangeLogits) {
