@@ -665,6 +665,33 @@ TEST(CpuMulMat, MatVecKernelsMatchTheTilesBitForBit) {
   }
 }
 
+TEST(CpuMulMat, EveryTableIsCompleteForWhatItHas) {
+  // The driver calls any tile shape of any kind, and takes a kind's matrix-vector, interleaved and
+  // interleaved-pair kernels for every width once the first is set: each is all there or absent.
+  using cpu::mm::KernelTable;
+  const auto count = [](const cpu::mm::TileFn* fns, int n) {
+    return static_cast<int>(std::count_if(fns, fns + n, [](cpu::mm::TileFn f) { return f != nullptr; }));
+  };
+  for (const KernelTable* t : cpu::mm::available_kernels()) {
+    SCOPED_TRACE(t->isa);
+    for (int kind = 0; kind < cpu::mm::kWeightKinds; ++kind) {
+      SCOPED_TRACE("kind " + std::to_string(kind));
+      for (int m = 0; m < cpu::mm::kMaxRM; ++m)
+        EXPECT_EQ(count(t->tile[kind][m], cpu::mm::kMaxRN), cpu::mm::kMaxRN);
+      const int matvec = count(t->matvec[kind], cpu::mm::kMatVecRows);
+      EXPECT_TRUE(matvec == 0 || matvec == cpu::mm::kMatVecRows) << matvec << " matrix-vector kernels";
+      const int interleaved = count(t->interleaved[kind], cpu::mm::kMaxRN);
+      EXPECT_TRUE(interleaved == 0 || interleaved == cpu::mm::kMaxRN)
+          << interleaved << " interleaved kernels";
+      const int pairs = count(t->interleaved_pair[kind], cpu::mm::kWideRN);
+      EXPECT_TRUE(pairs == 0 || pairs == cpu::mm::kWideRN) << pairs << " interleaved-pair kernels";
+    }
+    EXPECT_NE(t->quantize_q8_row, nullptr);
+    EXPECT_NE(t->quantize_q8k_row, nullptr);
+    EXPECT_NE(t->f16_to_f32_row, nullptr);
+  }
+}
+
 // BF16 weights' dot product as mul_mat_bf16.cpp defines it, worked out here one operation at a
 // time: b rounded to bf16; 8 lanes, each 16-element chunk adding to lane l the product of elements
 // 2l + 1, then 2l (one rounding each: the products are exact); the lanes summed as

@@ -522,50 +522,33 @@ TESSERA_AVX2 void f16_to_f32_row(const uint16_t* src, float* dst, int64_t k) {
   for (; i < k; ++i) dst[i] = _cvtsh_ss(src[i]);
 }
 
-template <int RM, int RN>
-void fill(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q4_0)][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q8_0)][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q4_1)][RM - 1][RN - 1] = tile_quant<BlockQ4_1, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q5_0)][RM - 1][RN - 1] = tile_quant<BlockQ5_0, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q5_1)][RM - 1][RN - 1] = tile_quant<BlockQ5_1, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::IQ4_NL)][RM - 1][RN - 1] = tile_quant<BlockIQ4_NL, RM, RN>;
+// F32, F16 and the kinds whose b is a q8 row, every tile shape.
+void fill_tiles(KernelTable& t) {
+  for_each_tile_shape([&]<int RM, int RN>() {
+    t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
+    t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
+    for_each_q8_kind([&]<class Block>(WeightKind kind) {
+      t.tile[static_cast<int>(kind)][RM - 1][RN - 1] = tile_quant<Block, RM, RN>;
+    });
+  });
 }
 
-template <int... I>
-void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
-template <int R>
 void fill_matvec(KernelTable& t) {
-  t.matvec[static_cast<int>(WeightKind::F32)][R - 1] = matvec_float<WeightKind::F32, R>;
-  t.matvec[static_cast<int>(WeightKind::F16)][R - 1] = matvec_float<WeightKind::F16, R>;
-  t.matvec[static_cast<int>(WeightKind::Q4_0)][R - 1] = matvec_quant<BlockQ4_0, R>;
-  t.matvec[static_cast<int>(WeightKind::Q8_0)][R - 1] = matvec_quant<BlockQ8_0, R>;
-  t.matvec[static_cast<int>(WeightKind::Q4_1)][R - 1] = matvec_quant<BlockQ4_1, R>;
-  t.matvec[static_cast<int>(WeightKind::Q5_0)][R - 1] = matvec_quant<BlockQ5_0, R>;
-  t.matvec[static_cast<int>(WeightKind::Q5_1)][R - 1] = matvec_quant<BlockQ5_1, R>;
-  t.matvec[static_cast<int>(WeightKind::IQ4_NL)][R - 1] = matvec_quant<BlockIQ4_NL, R>;
+  for_each_index<kMatVecRows>([&]<int I>() {
+    t.matvec[static_cast<int>(WeightKind::F32)][I] = matvec_float<WeightKind::F32, I + 1>;
+    t.matvec[static_cast<int>(WeightKind::F16)][I] = matvec_float<WeightKind::F16, I + 1>;
+    for_each_q8_kind([&]<class Block>(WeightKind kind) {
+      t.matvec[static_cast<int>(kind)][I] = matvec_quant<Block, I + 1>;
+    });
+  });
 }
 
-template <int RN>
 void fill_interleaved(KernelTable& t) {
-  t.interleaved[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved<BlockQ4_0, RN>;
-  t.interleaved[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved<BlockQ8_0, RN>;
-  t.interleaved[static_cast<int>(WeightKind::F16)][RN - 1] = tile_interleaved_half<WeightKind::F16, RN>;
-}
-
-template <int... I>
-void fill_all_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill_interleaved<I + 1>(t), ...);
-}
-
-template <int... I>
-void fill_all_matvec(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill_matvec<I + 1>(t), ...);
+  for_each_index<kMaxRN>([&]<int I>() {
+    t.interleaved[static_cast<int>(WeightKind::Q4_0)][I] = tile_interleaved<BlockQ4_0, I + 1>;
+    t.interleaved[static_cast<int>(WeightKind::Q8_0)][I] = tile_interleaved<BlockQ8_0, I + 1>;
+    t.interleaved[static_cast<int>(WeightKind::F16)][I] = tile_interleaved_half<WeightKind::F16, I + 1>;
+  });
 }
 
 bool cpu_has_avx2_fma_f16c() {
@@ -583,9 +566,9 @@ const KernelTable* avx2_kernels() noexcept {
     if (!cpu_has_avx2_fma_f16c()) return nullptr;
     static KernelTable t;
     t.isa = "avx2";
-    fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
-    fill_all_matvec(t, std::make_integer_sequence<int, kMatVecRows>{});
-    fill_all_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
+    fill_tiles(t);
+    fill_matvec(t);
+    fill_interleaved(t);
     t.quantize_q8_row = quantize_q8_row;
     t.f16_to_f32_row = f16_to_f32_row;
     fill_kquant_avx2(t);  // the K-quants and IQ4_XS, and the Q8_K quantizer

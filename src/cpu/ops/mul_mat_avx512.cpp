@@ -399,51 +399,34 @@ TESSERA_AVX512 void matvec_float(const TileArgs& t) {
   }
 }
 
-template <int RM, int RN>
-void fill_float_tile(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
-}
+constexpr int kF32 = static_cast<int>(WeightKind::F32), kF16 = static_cast<int>(WeightKind::F16);
+constexpr int kQ4_0 = static_cast<int>(WeightKind::Q4_0), kQ8_0 = static_cast<int>(WeightKind::Q8_0);
 
-template <int... I>
-void fill_float_tiles(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill_float_tile<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
-template <int... R>
-void fill_float_matvec(KernelTable& t, std::integer_sequence<int, R...>) {
-  ((t.matvec[static_cast<int>(WeightKind::F32)][R] = matvec_float<WeightKind::F32, R + 1>), ...);
-  ((t.matvec[static_cast<int>(WeightKind::F16)][R] = matvec_float<WeightKind::F16, R + 1>), ...);
-}
-
+// F32 and F16 weights in ggml's rows.
 void fill_float(KernelTable& t) {
-  fill_float_tiles(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
-  fill_float_matvec(t, std::make_integer_sequence<int, kMatVecRows>{});
-  t.wide[static_cast<int>(WeightKind::F32)] = tile_float<WeightKind::F32, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::F16)] = tile_float<WeightKind::F16, kMaxRM, kWideRN>;
+  for_each_tile_shape([&]<int RM, int RN>() {
+    t.tile[kF32][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
+    t.tile[kF16][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
+  });
+  for_each_index<kMatVecRows>([&]<int I>() {
+    t.matvec[kF32][I] = matvec_float<WeightKind::F32, I + 1>;
+    t.matvec[kF16][I] = matvec_float<WeightKind::F16, I + 1>;
+  });
+  t.wide[kF32] = tile_float<WeightKind::F32, kMaxRM, kWideRN>;
+  t.wide[kF16] = tile_float<WeightKind::F16, kMaxRM, kWideRN>;
 }
 
-template <int RN>
-void fill_interleaved_pair(KernelTable& t) {
-  t.interleaved_pair[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved_pair<BlockQ4_0, RN>;
-  t.interleaved_pair[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved_pair<BlockQ8_0, RN>;
-}
-
-template <int... I>
-void fill_all_interleaved_pairs(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill_interleaved_pair<I + 1>(t), ...);
-}
-
-template <int RN>
+// Q4_0, Q8_0 and F16 weights in the interleaved layout.
 void fill_interleaved(KernelTable& t) {
-  t.interleaved[static_cast<int>(WeightKind::Q4_0)][RN - 1] = tile_interleaved<BlockQ4_0, RN>;
-  t.interleaved[static_cast<int>(WeightKind::Q8_0)][RN - 1] = tile_interleaved<BlockQ8_0, RN>;
-  t.interleaved[static_cast<int>(WeightKind::F16)][RN - 1] = tile_interleaved_half<WeightKind::F16, RN>;
-}
-
-template <int... I>
-void fill_all_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill_interleaved<I + 1>(t), ...);
+  for_each_index<kMaxRN>([&]<int I>() {
+    t.interleaved[kQ4_0][I] = tile_interleaved<BlockQ4_0, I + 1>;
+    t.interleaved[kQ8_0][I] = tile_interleaved<BlockQ8_0, I + 1>;
+    t.interleaved[kF16][I] = tile_interleaved_half<WeightKind::F16, I + 1>;
+  });
+  for_each_index<kWideRN>([&]<int I>() {
+    t.interleaved_pair[kQ4_0][I] = tile_interleaved_pair<BlockQ4_0, I + 1>;
+    t.interleaved_pair[kQ8_0][I] = tile_interleaved_pair<BlockQ8_0, I + 1>;
+  });
 }
 
 bool cpu_has_avx512_vnni() {
@@ -465,10 +448,9 @@ const KernelTable* avx512_kernels() noexcept {
     if (avx2_kernels() == nullptr || !cpu_has_avx512_vnni()) return nullptr;
     static KernelTable t = *avx2_kernels();
     t.isa = "avx512-vnni";
-    fill_all_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
-    fill_all_interleaved_pairs(t, std::make_integer_sequence<int, kWideRN>{});
-    fill_float(t);          // F32 and F16 weights in ggml's rows
-    fill_kquant_avx512(t);  // the K-quants and IQ4_XS, and their order of b's quants
+    fill_interleaved(t);
+    fill_float(t);
+    fill_kquant_avx512(t);                           // the K-quants and IQ4_XS, and their order of b's quants
     if (cpu_has_avx512_bf16()) fill_bf16_avx512(t);  // else the AVX2 table's BF16 kernels (same bits)
     return &t;
   }();

@@ -59,31 +59,19 @@ void tile_bf16(const TileArgs& t) noexcept {
       }
       float s = hsum_order(lanes);
       for (int64_t i = whole; i < t.k; ++i)
-        s = std::fma(element(elems_at<Grouped>(t, m, i & ~int64_t{7}) + 2 * (i & 7)), element(brow + 2 * i), s);
+        s = std::fma(element(elems_at<Grouped>(t, m, i & ~int64_t{7}) + 2 * (i & 7)), element(brow + 2 * i),
+                     s);
       t.dst[n * t.dst_stride + m] = s;
     }
 }
 
-template <int RM, int RN>
-void fill_tile(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::BF16)][RM - 1][RN - 1] = tile_bf16<RM, RN, false>;
-}
-
-template <int... I>
-void fill_tiles(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill_tile<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
-template <int... I>
-void fill_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
-  ((t.interleaved[static_cast<int>(WeightKind::BF16)][I] = tile_bf16<kInterleaveRows, I + 1, true>), ...);
-}
+constexpr int kBF16 = static_cast<int>(WeightKind::BF16);
 
 }  // namespace
 
 void fill_bf16_scalar(KernelTable& t) {
-  fill_tiles(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
-  fill_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
+  for_each_tile_shape([&]<int RM, int RN>() { t.tile[kBF16][RM - 1][RN - 1] = tile_bf16<RM, RN, false>; });
+  for_each_index<kMaxRN>([&]<int I>() { t.interleaved[kBF16][I] = tile_bf16<kInterleaveRows, I + 1, true>; });
 }
 
 }  // namespace tessera::cpu::mm

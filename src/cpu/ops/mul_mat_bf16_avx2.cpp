@@ -135,33 +135,15 @@ TESSERA_AVX2 void tile_interleaved_bf16(const TileArgs& t) {
     }
 }
 
-template <int RM, int RN>
-void fill_tile(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::BF16)][RM - 1][RN - 1] = tile_bf16<RM, RN, false>;
-}
-
-template <int... I>
-void fill_tiles(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill_tile<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
-template <int... I>
-void fill_matvec(KernelTable& t, std::integer_sequence<int, I...>) {
-  ((t.matvec[static_cast<int>(WeightKind::BF16)][I] = tile_bf16<I + 1, 1, false>), ...);
-}
-
-template <int... I>
-void fill_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
-  ((t.interleaved[static_cast<int>(WeightKind::BF16)][I] = tile_interleaved_bf16<I + 1>), ...);
-}
+constexpr int kBF16 = static_cast<int>(WeightKind::BF16);
 
 }  // namespace
 
 void fill_bf16_avx2(KernelTable& t) {
-  fill_tiles(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
-  fill_matvec(t, std::make_integer_sequence<int, kMatVecRows>{});
-  fill_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
-  t.wide[static_cast<int>(WeightKind::BF16)] = nullptr;
+  for_each_tile_shape([&]<int RM, int RN>() { t.tile[kBF16][RM - 1][RN - 1] = tile_bf16<RM, RN, false>; });
+  for_each_index<kMatVecRows>([&]<int I>() { t.matvec[kBF16][I] = tile_bf16<I + 1, 1, false>; });
+  for_each_index<kMaxRN>([&]<int I>() { t.interleaved[kBF16][I] = tile_interleaved_bf16<I + 1>; });
+  t.wide[kBF16] = nullptr;
 }
 
 }  // namespace tessera::cpu::mm

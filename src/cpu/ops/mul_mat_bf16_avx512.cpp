@@ -143,39 +143,22 @@ TESSERA_AVX512_BF16 void tile_interleaved(const TileArgs& t) {
       std::memcpy(lanes + 4, parts[half + 2] + at, 4 * sizeof(float));
       float s = hsum_order(lanes);
       for (int64_t i = whole; i < t.k; ++i)
-        s = fma1(element(t.a + half_offset_in_group(r, i & ~int64_t{7}) + 2 * (i & 7)), element(brow + 2 * i), s);
+        s = fma1(element(t.a + half_offset_in_group(r, i & ~int64_t{7}) + 2 * (i & 7)), element(brow + 2 * i),
+                 s);
       t.dst[n * t.dst_stride + r] = s;
     }
   }
 }
 
-template <int RM, int RN>
-void fill_tile(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::BF16)][RM - 1][RN - 1] = tile_rows<RM, RN>;
-}
-
-template <int... I>
-void fill_tiles(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill_tile<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
-template <int... I>
-void fill_matvec(KernelTable& t, std::integer_sequence<int, I...>) {
-  ((t.matvec[static_cast<int>(WeightKind::BF16)][I] = tile_rows<I + 1, 1>), ...);
-}
-
-template <int... I>
-void fill_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
-  ((t.interleaved[static_cast<int>(WeightKind::BF16)][I] = tile_interleaved<I + 1>), ...);
-}
+constexpr int kBF16 = static_cast<int>(WeightKind::BF16);
 
 }  // namespace
 
 void fill_bf16_avx512(KernelTable& t) {
-  fill_tiles(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
-  fill_matvec(t, std::make_integer_sequence<int, kMatVecRows>{});
-  fill_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
-  t.wide[static_cast<int>(WeightKind::BF16)] = nullptr;
+  for_each_tile_shape([&]<int RM, int RN>() { t.tile[kBF16][RM - 1][RN - 1] = tile_rows<RM, RN>; });
+  for_each_index<kMatVecRows>([&]<int I>() { t.matvec[kBF16][I] = tile_rows<I + 1, 1>; });
+  for_each_index<kMaxRN>([&]<int I>() { t.interleaved[kBF16][I] = tile_interleaved<I + 1>; });
+  t.wide[kBF16] = nullptr;
 }
 
 }  // namespace tessera::cpu::mm

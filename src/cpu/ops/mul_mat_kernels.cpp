@@ -221,40 +221,34 @@ void tile_interleaved(const TileArgs& t) noexcept {
   }
 }
 
-template <int RM, int RN>
-void fill(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q4_0)][RM - 1][RN - 1] = tile_quant<BlockQ4_0, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q8_0)][RM - 1][RN - 1] = tile_quant<BlockQ8_0, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q4_1)][RM - 1][RN - 1] = tile_quant<BlockQ4_1, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q5_0)][RM - 1][RN - 1] = tile_quant<BlockQ5_0, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q5_1)][RM - 1][RN - 1] = tile_quant<BlockQ5_1, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::IQ4_NL)][RM - 1][RN - 1] = tile_quant<BlockIQ4_NL, RM, RN>;
+// F32, F16 and the kinds whose b is a q8 row, every tile shape.
+void fill_tiles(KernelTable& t) {
+  for_each_tile_shape([&]<int RM, int RN>() {
+    t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
+    t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
+    for_each_q8_kind([&]<class Block>(WeightKind kind) {
+      t.tile[static_cast<int>(kind)][RM - 1][RN - 1] = tile_quant<Block, RM, RN>;
+    });
+  });
 }
 
-template <int... I>
-void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
-template <int... I>
-void fill_interleaved(KernelTable& t, std::integer_sequence<int, I...>) {
-  ((t.interleaved[static_cast<int>(WeightKind::Q4_0)][I] = tile_interleaved<BlockQ4_0, I + 1>), ...);
-  ((t.interleaved[static_cast<int>(WeightKind::Q8_0)][I] = tile_interleaved<BlockQ8_0, I + 1>), ...);
-  ((t.interleaved[static_cast<int>(WeightKind::F16)][I] = tile_interleaved_half<WeightKind::F16, I + 1>),
-   ...);
+void fill_interleaved(KernelTable& t) {
+  for_each_index<kMaxRN>([&]<int I>() {
+    t.interleaved[static_cast<int>(WeightKind::Q4_0)][I] = tile_interleaved<BlockQ4_0, I + 1>;
+    t.interleaved[static_cast<int>(WeightKind::Q8_0)][I] = tile_interleaved<BlockQ8_0, I + 1>;
+    t.interleaved[static_cast<int>(WeightKind::F16)][I] = tile_interleaved_half<WeightKind::F16, I + 1>;
+  });
 }
 
 KernelTable make_scalar() {
   KernelTable t;
   t.isa = "scalar";
-  fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
+  fill_tiles(t);
   t.quantize_q8_row = quantize_q8_row;
   t.quantize_q8k_row = quantize_q8k_row;
   t.f16_to_f32_row = f16_row;
   fill_kquant_scalar(t);
-  fill_interleaved(t, std::make_integer_sequence<int, kMaxRN>{});
+  fill_interleaved(t);
   fill_bf16_scalar(t);
   return t;
 }

@@ -19,8 +19,10 @@
 // whose tiles want the quants regrouped (pair_q8k_row) has them regrouped right after quantizing.
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "tessera/blocks.h"
 #include "tessera/dtype.h"
 
 namespace tessera::cpu::mm {
@@ -100,6 +102,39 @@ struct KernelTable {
   void (*f16_to_f32_row)(const uint16_t* src, float* dst, int64_t k) = nullptr;
 };
 
+// Registration: each kernel file fills its table entries through these, so that a tile shape or a
+// quantized kind is listed in one place. f.template operator()<I>() for I = 0 .. N - 1:
+template <int N, class F>
+void for_each_index(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f.template operator()<I>(), ...); }
+  (std::make_integer_sequence<int, N>{});
+}
+// f.template operator()<RM, RN>() for every tile shape, 1 .. kMaxRM x 1 .. kMaxRN:
+template <class F>
+void for_each_tile_shape(F&& f) {
+  for_each_index<kMaxRM * kMaxRN>([&]<int I>() { f.template operator()<I / kMaxRN + 1, I % kMaxRN + 1>(); });
+}
+// f.template operator()<Block>(kind) for the quantized kinds whose b is a q8 row:
+template <class F>
+void for_each_q8_kind(F&& f) {
+  f.template operator()<BlockQ4_0>(WeightKind::Q4_0);
+  f.template operator()<BlockQ8_0>(WeightKind::Q8_0);
+  f.template operator()<BlockQ4_1>(WeightKind::Q4_1);
+  f.template operator()<BlockQ5_0>(WeightKind::Q5_0);
+  f.template operator()<BlockQ5_1>(WeightKind::Q5_1);
+  f.template operator()<BlockIQ4_NL>(WeightKind::IQ4_NL);
+}
+// and for those whose b is a q8k row (the K-quants and IQ4_XS):
+template <class F>
+void for_each_q8k_kind(F&& f) {
+  f.template operator()<BlockQ2_K>(WeightKind::Q2_K);
+  f.template operator()<BlockQ3_K>(WeightKind::Q3_K);
+  f.template operator()<BlockQ4_K>(WeightKind::Q4_K);
+  f.template operator()<BlockQ5_K>(WeightKind::Q5_K);
+  f.template operator()<BlockQ6_K>(WeightKind::Q6_K);
+  f.template operator()<BlockIQ4_XS>(WeightKind::IQ4_XS);
+}
+
 // How b is prepared for a weight kind.
 enum class Activation { F32, BF16, Q8, Q8K };
 inline constexpr Activation activation_of(WeightKind kind) noexcept {
@@ -161,7 +196,7 @@ void fill_bf16_avx512(KernelTable& t);  // only called where the CPU has AVX512_
 
 // The K-quant and IQ4_XS tile kernels, in files of their own (mul_mat_kquants*.cpp).
 void fill_kquant_scalar(KernelTable& t);
-void fill_kquant_avx2(KernelTable& t);  // only called where the CPU has AVX2/FMA/F16C
+void fill_kquant_avx2(KernelTable& t);    // only called where the CPU has AVX2/FMA/F16C
 void fill_kquant_avx512(KernelTable& t);  // only called where the CPU has the AVX-512 table's ISA
 
 const KernelTable& scalar_kernels() noexcept;

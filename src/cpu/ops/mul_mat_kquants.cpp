@@ -144,23 +144,14 @@ void tile_kquant(const TileArgs& t) noexcept {
     }
 }
 
-template <int RM, int RN>
-void fill(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::Q2_K)][RM - 1][RN - 1] = tile_kquant<BlockQ2_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q3_K)][RM - 1][RN - 1] = tile_kquant<BlockQ3_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q4_K)][RM - 1][RN - 1] = tile_kquant<BlockQ4_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q5_K)][RM - 1][RN - 1] = tile_kquant<BlockQ5_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q6_K)][RM - 1][RN - 1] = tile_kquant<BlockQ6_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::IQ4_XS)][RM - 1][RN - 1] = tile_kquant<BlockIQ4_XS, RM, RN>;
-}
-
-template <int... I>
-void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
 }  // namespace
 
-void fill_kquant_scalar(KernelTable& t) { fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{}); }
+void fill_kquant_scalar(KernelTable& t) {
+  for_each_q8k_kind([&]<class Block>(WeightKind kind) {
+    for_each_tile_shape([&]<int RM, int RN>() {
+      t.tile[static_cast<int>(kind)][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>;
+    });
+  });
+}
 
 }  // namespace tessera::cpu::mm

@@ -194,31 +194,14 @@ TESSERA_AVX2 void pair_q8k_row(char* row, int64_t k) {
   }
 }
 
-template <int RM, int RN>
-void fill(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::Q2_K)][RM - 1][RN - 1] = tile_kquant<BlockQ2_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q3_K)][RM - 1][RN - 1] = tile_kquant<BlockQ3_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q4_K)][RM - 1][RN - 1] = tile_kquant<BlockQ4_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q5_K)][RM - 1][RN - 1] = tile_kquant<BlockQ5_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q6_K)][RM - 1][RN - 1] = tile_kquant<BlockQ6_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::IQ4_XS)][RM - 1][RN - 1] = tile_kquant<BlockIQ4_XS, RM, RN>;
-}
-
-template <int... I>
-void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
 }  // namespace
 
 void fill_kquant_avx2(KernelTable& t) {
-  fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
-  t.wide[static_cast<int>(WeightKind::Q2_K)] = tile_kquant<BlockQ2_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::Q3_K)] = tile_kquant<BlockQ3_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::Q4_K)] = tile_kquant<BlockQ4_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::Q5_K)] = tile_kquant<BlockQ5_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::Q6_K)] = tile_kquant<BlockQ6_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::IQ4_XS)] = tile_kquant<BlockIQ4_XS, kMaxRM, kWideRN>;
+  for_each_q8k_kind([&]<class Block>(WeightKind kind) {
+    const int k = static_cast<int>(kind);
+    for_each_tile_shape([&]<int RM, int RN>() { t.tile[k][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>; });
+    t.wide[k] = tile_kquant<Block, kMaxRM, kWideRN>;
+  });
   t.quantize_q8k_row = quantize_q8k_row;
   t.pair_q8k_row = pair_q8k_row;
 }

@@ -279,42 +279,15 @@ void pair_q8k_row(char* row, int64_t k) {
   }
 }
 
-template <int RM, int RN>
-void fill(KernelTable& t) {
-  t.tile[static_cast<int>(WeightKind::Q2_K)][RM - 1][RN - 1] = tile_kquant<BlockQ2_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q3_K)][RM - 1][RN - 1] = tile_kquant<BlockQ3_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q4_K)][RM - 1][RN - 1] = tile_kquant<BlockQ4_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q5_K)][RM - 1][RN - 1] = tile_kquant<BlockQ5_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::Q6_K)][RM - 1][RN - 1] = tile_kquant<BlockQ6_K, RM, RN>;
-  t.tile[static_cast<int>(WeightKind::IQ4_XS)][RM - 1][RN - 1] = tile_kquant<BlockIQ4_XS, RM, RN>;
-}
-
-template <int... I>
-void fill_all(KernelTable& t, std::integer_sequence<int, I...>) {
-  (fill<I / kMaxRN + 1, I % kMaxRN + 1>(t), ...);
-}
-
-template <int... R>
-void fill_matvec(KernelTable& t, std::integer_sequence<int, R...>) {
-  ((t.matvec[static_cast<int>(WeightKind::Q2_K)][R] = matvec_kquant<BlockQ2_K, R + 1>), ...);
-  ((t.matvec[static_cast<int>(WeightKind::Q3_K)][R] = matvec_kquant<BlockQ3_K, R + 1>), ...);
-  ((t.matvec[static_cast<int>(WeightKind::Q4_K)][R] = matvec_kquant<BlockQ4_K, R + 1>), ...);
-  ((t.matvec[static_cast<int>(WeightKind::Q5_K)][R] = matvec_kquant<BlockQ5_K, R + 1>), ...);
-  ((t.matvec[static_cast<int>(WeightKind::Q6_K)][R] = matvec_kquant<BlockQ6_K, R + 1>), ...);
-  ((t.matvec[static_cast<int>(WeightKind::IQ4_XS)][R] = matvec_kquant<BlockIQ4_XS, R + 1>), ...);
-}
-
 }  // namespace
 
 void fill_kquant_avx512(KernelTable& t) {
-  fill_all(t, std::make_integer_sequence<int, kMaxRM * kMaxRN>{});
-  fill_matvec(t, std::make_integer_sequence<int, kMatVecRows>{});
-  t.wide[static_cast<int>(WeightKind::Q2_K)] = tile_kquant<BlockQ2_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::Q3_K)] = tile_kquant<BlockQ3_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::Q4_K)] = tile_kquant<BlockQ4_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::Q5_K)] = tile_kquant<BlockQ5_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::Q6_K)] = tile_kquant<BlockQ6_K, kMaxRM, kWideRN>;
-  t.wide[static_cast<int>(WeightKind::IQ4_XS)] = tile_kquant<BlockIQ4_XS, kMaxRM, kWideRN>;
+  for_each_q8k_kind([&]<class Block>(WeightKind kind) {
+    const int k = static_cast<int>(kind);
+    for_each_tile_shape([&]<int RM, int RN>() { t.tile[k][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>; });
+    for_each_index<kMatVecRows>([&]<int R>() { t.matvec[k][R] = matvec_kquant<Block, R + 1>; });
+    t.wide[k] = tile_kquant<Block, kMaxRM, kWideRN>;
+  });
   t.pair_q8k_row = pair_q8k_row;
 }
 
