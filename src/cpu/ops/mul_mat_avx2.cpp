@@ -527,9 +527,7 @@ void fill_tiles(KernelTable& t) {
   for_each_tile_shape([&]<int RM, int RN>() {
     t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
     t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
-    for_each_q8_kind([&]<class Block>(WeightKind kind) {
-      t.tile[static_cast<int>(kind)][RM - 1][RN - 1] = tile_quant<Block, RM, RN>;
-    });
+    for_each_q8_kind([&]<class Block>(int k) { t.tile[k][RM - 1][RN - 1] = tile_quant<Block, RM, RN>; });
   });
 }
 
@@ -537,9 +535,7 @@ void fill_matvec(KernelTable& t) {
   for_each_index<kMatVecRows>([&]<int I>() {
     t.matvec[static_cast<int>(WeightKind::F32)][I] = matvec_float<WeightKind::F32, I + 1>;
     t.matvec[static_cast<int>(WeightKind::F16)][I] = matvec_float<WeightKind::F16, I + 1>;
-    for_each_q8_kind([&]<class Block>(WeightKind kind) {
-      t.matvec[static_cast<int>(kind)][I] = matvec_quant<Block, I + 1>;
-    });
+    for_each_q8_kind([&]<class Block>(int k) { t.matvec[k][I] = matvec_quant<Block, I + 1>; });
   });
 }
 

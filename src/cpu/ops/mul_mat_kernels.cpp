@@ -226,9 +226,7 @@ void fill_tiles(KernelTable& t) {
   for_each_tile_shape([&]<int RM, int RN>() {
     t.tile[static_cast<int>(WeightKind::F32)][RM - 1][RN - 1] = tile_float<WeightKind::F32, RM, RN>;
     t.tile[static_cast<int>(WeightKind::F16)][RM - 1][RN - 1] = tile_float<WeightKind::F16, RM, RN>;
-    for_each_q8_kind([&]<class Block>(WeightKind kind) {
-      t.tile[static_cast<int>(kind)][RM - 1][RN - 1] = tile_quant<Block, RM, RN>;
-    });
+    for_each_q8_kind([&]<class Block>(int k) { t.tile[k][RM - 1][RN - 1] = tile_quant<Block, RM, RN>; });
   });
 }
 

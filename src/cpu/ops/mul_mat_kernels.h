@@ -114,25 +114,26 @@ template <class F>
 void for_each_tile_shape(F&& f) {
   for_each_index<kMaxRM * kMaxRN>([&]<int I>() { f.template operator()<I / kMaxRN + 1, I % kMaxRN + 1>(); });
 }
-// f.template operator()<Block>(kind) for the quantized kinds whose b is a q8 row:
+// f.template operator()<Block>(k), k the kind's index in the table, for the quantized kinds whose b
+// is a q8 row:
 template <class F>
 void for_each_q8_kind(F&& f) {
-  f.template operator()<BlockQ4_0>(WeightKind::Q4_0);
-  f.template operator()<BlockQ8_0>(WeightKind::Q8_0);
-  f.template operator()<BlockQ4_1>(WeightKind::Q4_1);
-  f.template operator()<BlockQ5_0>(WeightKind::Q5_0);
-  f.template operator()<BlockQ5_1>(WeightKind::Q5_1);
-  f.template operator()<BlockIQ4_NL>(WeightKind::IQ4_NL);
+  f.template operator()<BlockQ4_0>(static_cast<int>(WeightKind::Q4_0));
+  f.template operator()<BlockQ8_0>(static_cast<int>(WeightKind::Q8_0));
+  f.template operator()<BlockQ4_1>(static_cast<int>(WeightKind::Q4_1));
+  f.template operator()<BlockQ5_0>(static_cast<int>(WeightKind::Q5_0));
+  f.template operator()<BlockQ5_1>(static_cast<int>(WeightKind::Q5_1));
+  f.template operator()<BlockIQ4_NL>(static_cast<int>(WeightKind::IQ4_NL));
 }
 // and for those whose b is a q8k row (the K-quants and IQ4_XS):
 template <class F>
 void for_each_q8k_kind(F&& f) {
-  f.template operator()<BlockQ2_K>(WeightKind::Q2_K);
-  f.template operator()<BlockQ3_K>(WeightKind::Q3_K);
-  f.template operator()<BlockQ4_K>(WeightKind::Q4_K);
-  f.template operator()<BlockQ5_K>(WeightKind::Q5_K);
-  f.template operator()<BlockQ6_K>(WeightKind::Q6_K);
-  f.template operator()<BlockIQ4_XS>(WeightKind::IQ4_XS);
+  f.template operator()<BlockQ2_K>(static_cast<int>(WeightKind::Q2_K));
+  f.template operator()<BlockQ3_K>(static_cast<int>(WeightKind::Q3_K));
+  f.template operator()<BlockQ4_K>(static_cast<int>(WeightKind::Q4_K));
+  f.template operator()<BlockQ5_K>(static_cast<int>(WeightKind::Q5_K));
+  f.template operator()<BlockQ6_K>(static_cast<int>(WeightKind::Q6_K));
+  f.template operator()<BlockIQ4_XS>(static_cast<int>(WeightKind::IQ4_XS));
 }
 
 // How b is prepared for a weight kind.

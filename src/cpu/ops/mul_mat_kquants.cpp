@@ -147,10 +147,8 @@ void tile_kquant(const TileArgs& t) noexcept {
 }  // namespace
 
 void fill_kquant_scalar(KernelTable& t) {
-  for_each_q8k_kind([&]<class Block>(WeightKind kind) {
-    for_each_tile_shape([&]<int RM, int RN>() {
-      t.tile[static_cast<int>(kind)][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>;
-    });
+  for_each_q8k_kind([&]<class Block>(int k) {
+    for_each_tile_shape([&]<int RM, int RN>() { t.tile[k][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>; });
   });
 }
 

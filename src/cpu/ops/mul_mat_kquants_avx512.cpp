@@ -282,8 +282,7 @@ void pair_q8k_row(char* row, int64_t k) {
 }  // namespace
 
 void fill_kquant_avx512(KernelTable& t) {
-  for_each_q8k_kind([&]<class Block>(WeightKind kind) {
-    const int k = static_cast<int>(kind);
+  for_each_q8k_kind([&]<class Block>(int k) {
     for_each_tile_shape([&]<int RM, int RN>() { t.tile[k][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>; });
     for_each_index<kMatVecRows>([&]<int R>() { t.matvec[k][R] = matvec_kquant<Block, R + 1>; });
     t.wide[k] = tile_kquant<Block, kMaxRM, kWideRN>;
