@@ -133,6 +133,10 @@ std::shared_ptr<Generation> Engine::submit(std::vector<Token> prompt, const Gene
   const int64_t n_vocab = static_cast<int64_t>(vocab_.size());
   for (Token t : prompt)
     if (t < 0 || t >= n_vocab) raise(ErrorCode::InvalidArgument, "token id {} is outside the vocabulary", t);
+  for (const auto& [t, bias] : params.sampling.logit_bias)
+    if (t >= n_vocab)
+      raise(ErrorCode::InvalidArgument, "logit bias for token id {}: outside the vocabulary of {}", t,
+            n_vocab);
   for (const std::string& s : params.stop)
     if (s.empty()) raise(ErrorCode::InvalidArgument, "a stop string is empty");
   Sampler check(params.sampling);  // throws on invalid sampling options

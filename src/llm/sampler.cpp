@@ -18,11 +18,53 @@ Sampler::Sampler(const SamplerOptions& options) : options_(options), rng_(option
     raise(ErrorCode::InvalidArgument, "min-p must be in [0, 1], got {}", options.min_p);
   if (options.repeat_penalty <= 0.0f || std::isnan(options.repeat_penalty))
     raise(ErrorCode::InvalidArgument, "repeat penalty must be > 0, got {}", options.repeat_penalty);
+  // OpenAI's ranges; the negations also refuse NaN.
+  if (!(options.presence_penalty >= -2.0f && options.presence_penalty <= 2.0f))
+    raise(ErrorCode::InvalidArgument, "presence penalty must be in [-2, 2], got {}",
+          options.presence_penalty);
+  if (!(options.frequency_penalty >= -2.0f && options.frequency_penalty <= 2.0f))
+    raise(ErrorCode::InvalidArgument, "frequency penalty must be in [-2, 2], got {}",
+          options.frequency_penalty);
+  auto& bias = options_.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  for (size_t i = 0; i < bias.size(); ++i) {
+    const auto [id, b] = bias[i];
+    if (id < 0) raise(ErrorCode::InvalidArgument, "logit bias for token id {}: ids are not negative", id);
+    if (!(b >= -100.0f && b <= 100.0f))
+      raise(ErrorCode::InvalidArgument, "logit bias for token {} must be in [-100, 100], got {}", id, b);
+    if (i > 0 && bias[i - 1].first == id)
+      raise(ErrorCode::InvalidArgument, "logit bias names token {} more than once", id);
+  }
 }
 
 void Sampler::accept(int32_t token) {
   history_.push_back(token);
   while (static_cast<int>(history_.size()) > std::max(0, options_.repeat_last_n)) history_.pop_front();
+}
+
+std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
+  std::vector<float> out(logits.begin(), logits.end());
+  for (const auto& [id, b] : options_.logit_bias)
+    if (static_cast<size_t>(id) < out.size()) out[static_cast<size_t>(id)] += b;
+
+  const bool repeat = options_.repeat_penalty != 1.0f;
+  const bool openai = options_.presence_penalty != 0.0f || options_.frequency_penalty != 0.0f;
+  if (!repeat && !openai) return out;
+  // Each distinct token of the history with its count.
+  std::vector<int32_t> seen(history_.begin(), history_.end());
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size();) {
+    const int32_t id = seen[i];
+    size_t n = 1;
+    while (i + n < seen.size() && seen[i + n] == id) ++n;
+    i += n;
+    if (id < 0 || static_cast<size_t>(id) >= out.size()) continue;
+    float& l = out[static_cast<size_t>(id)];
+    // Repetition penalty (as llama.cpp applies it): positive logits divided, negative multiplied.
+    if (repeat) l = l > 0.0f ? l / options_.repeat_penalty : l * options_.repeat_penalty;
+    if (openai) l -= options_.frequency_penalty * static_cast<float>(n) + options_.presence_penalty;
+  }
+  return out;
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
@@ -31,20 +73,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
     int32_t id;
     float logit;
   };
-  std::vector<Candidate> cands(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) cands[i] = {static_cast<int32_t>(i), logits[i]};
-
-  // Repetition penalty (as llama.cpp applies it): positive logits divided, negative multiplied.
-  if (options_.repeat_penalty != 1.0f) {
-    std::vector<int32_t> seen(history_.begin(), history_.end());
-    std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t id : seen) {
-      if (id < 0 || static_cast<size_t>(id) >= cands.size()) continue;
-      float& l = cands[static_cast<size_t>(id)].logit;
-      l = l > 0.0f ? l / options_.repeat_penalty : l * options_.repeat_penalty;
-    }
-  }
+  const std::vector<float> adj = adjusted(logits);
+  std::vector<Candidate> cands(adj.size());
+  for (size_t i = 0; i < adj.size(); ++i) cands[i] = {static_cast<int32_t>(i), adj[i]};
 
   int32_t chosen;
   if (options_.temperature <= 0.0f) {

@@ -256,6 +256,16 @@ TEST_F(EngineTest, BadRequestsAreErrors) {
   GenerationParams bad = greedy();
   bad.sampling.top_p = 0.0f;
   EXPECT_THROW(engine.submit(encode("Hi"), bad), Error);
+  bad = greedy();
+  bad.sampling.logit_bias = {{static_cast<int32_t>(vocab_->size()), 1.0f}};  // one past the vocabulary
+  EXPECT_THROW(engine.submit(encode("Hi"), bad), Error);
+  bad.sampling.logit_bias = {{5, 101.0f}};
+  EXPECT_THROW(engine.submit(encode("Hi"), bad), Error);
+  bad.sampling.logit_bias = {{static_cast<int32_t>(vocab_->size()) - 1, -100.0f}};  // the last id is fine
+  EXPECT_NE(engine.submit(encode("Hi"), bad), nullptr);
+  bad = greedy();
+  bad.sampling.frequency_penalty = 2.5f;
+  EXPECT_THROW(engine.submit(encode("Hi"), bad), Error);
   // A prompt that fills the slot's context gets one token and ends with length.
   const auto r = engine.submit(std::vector<Token>(32, 100), greedy())->wait();
   EXPECT_EQ(r.finish, FinishReason::Length);

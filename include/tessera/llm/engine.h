@@ -105,7 +105,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a generation. nullptr when the queue is full. Error(InvalidArgument) on an empty prompt,
-  // a prompt that leaves no room in a slot's context, or max_tokens <= 0.
+  // a prompt that leaves no room in a slot's context, token ids (prompt or logit_bias) outside the
+  // vocabulary, max_tokens <= 0, an empty stop string or sampling options the Sampler refuses.
   std::shared_ptr<Generation> submit(std::vector<Token> prompt, const GenerationParams& params);
 
   // Cancels every generation (running and queued) and stops the thread; later submits end at

@@ -1,9 +1,12 @@
 #pragma once
-// Token sampling: repetition penalty, top-k, top-p, min-p, temperature, seeded RNG; greedy at temp 0.
+// Token sampling: logit bias, repetition/presence/frequency penalties, top-k, top-p, min-p,
+// temperature, seeded RNG; greedy at temp 0.
 #include <cstdint>
 #include <deque>
 #include <random>
 #include <span>
+#include <utility>
+#include <vector>
 
 namespace tessera::llm {
 
@@ -13,16 +16,29 @@ struct SamplerOptions {
   float top_p = 0.95f;          // >= 1: off
   float min_p = 0.05f;          // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off
+  // The penalties look at the last repeat_last_n tokens the sampler accepted (the prompt's, then
+  // its own picks); <= 0: no history, so every penalty is off.
   int repeat_last_n = 64;
+  // OpenAI's penalties, in [-2, 2] (0: off; negative ones encourage repeats): the logit of a token
+  // seen n times in the history loses frequency_penalty * n + presence_penalty * (n > 0).
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // OpenAI's logit_bias: (token id, bias in [-100, 100]) added to the logit before anything else
+  // (-100 in effect bans a token, 100 in effect forces it). Any order, each token once; ids past
+  // the logits are ignored (the engine refuses ids outside the vocabulary).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
 };
 
 class Sampler {
  public:
+  // Error(InvalidArgument) on options out of range. Keeps logit_bias sorted by token id.
   explicit Sampler(const SamplerOptions& options = {});
-  // Picks the next token from logits ([n_vocab]); remembers it for the repetition penalty.
+  // Picks the next token from logits ([n_vocab]); remembers it for the penalties.
   int32_t sample(std::span<const float> logits);
-  // Adds tokens (e.g. the prompt) to the repetition-penalty history.
+  // The logits after the bias and the penalties: what temperature, top-k, top-p and min-p see.
+  std::vector<float> adjusted(std::span<const float> logits) const;
+  // Adds tokens (e.g. the prompt) to the penalties' history.
   void accept(int32_t token);
   const SamplerOptions& options() const noexcept { return options_; }
 
