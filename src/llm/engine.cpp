@@ -197,18 +197,25 @@ void Engine::admit(std::unique_lock<std::mutex>&) {
     }
   }
   while (!queue_.empty()) {
-    // The free slot that already holds the longest prefix of the prompt.
+    // The free slot that already holds the longest prefix of the prompt read under the same
+    // cache scope; another scope's cells count as no prefix at all. Among equals, the slot holding
+    // the fewest tokens, so that an empty one goes before a prefix someone may come back for.
     Slot* best = nullptr;
     size_t best_common = 0;
     const std::vector<Token>& prompt = queue_.front()->prompt_;
+    const std::string& scope = queue_.front()->params_.cache_scope;
     for (Slot& s : slots_) {
       if (s.job) continue;
-      const size_t n = std::min(s.held.size(), prompt.size());
-      const size_t common = static_cast<size_t>(
-          std::mismatch(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(n), s.held.begin())
-              .first -
-          prompt.begin());
-      if (best == nullptr || common > best_common) {
+      size_t common = 0;
+      if (s.scope == scope) {
+        const size_t n = std::min(s.held.size(), prompt.size());
+        common = static_cast<size_t>(
+            std::mismatch(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(n), s.held.begin())
+                .first -
+            prompt.begin());
+      }
+      if (best == nullptr || common > best_common ||
+          (common == best_common && s.held.size() < best->held.size())) {
         best = &s;
         best_common = common;
       }
@@ -221,6 +228,7 @@ void Engine::admit(std::unique_lock<std::mutex>&) {
     const size_t reuse = std::min(best_common, prompt.size() - 1);
     session_->cache().seq_remove(s.seq, static_cast<Pos>(reuse), -1);
     s.held.resize(reuse);
+    s.scope = s.job->params_.cache_scope;
     s.fed = reuse;
     s.next = kNoToken;
     s.streamer.emplace(vocab_);

@@ -1,11 +1,12 @@
 // The continuous-batching engine on stories260K: greedy text equals a plain Session's, alone and
 // among 7 concurrent requests; stop strings across token boundaries; the bounded queue;
-// cancellation frees cells; prefix reuse; bad requests.
+// cancellation frees cells; prefix reuse within a cache scope only; bad requests.
 #include "tessera/llm/engine.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
 #include "tessera/error.h"
@@ -271,4 +272,54 @@ TEST_F(EngineTest, BadRequestsAreErrors) {
   EXPECT_EQ(r.finish, FinishReason::Length);
   EXPECT_EQ(r.completion_tokens, 1);
   EXPECT_THROW(Engine(*model_, *vocab_, {.n_slots = 0}), Error);
+}
+
+TEST_F(EngineTest, ACacheScopeReusesOnlyItsOwnPrefix) {
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
+  const auto prompt = encode("Once upon a time there was a dog");
+  const int n = static_cast<int>(prompt.size());
+  const std::string expected = reference("Once upon a time there was a dog", 8);
+  // Runs the prompt under `scope`; returns cached_tokens and checks the prompt tokens decoded.
+  auto run = [&](const std::string& scope) {
+    GenerationParams p = greedy(8);
+    p.cache_scope = scope;
+    const uint64_t before = engine.stats().prompt_tokens;
+    const auto r = engine.submit(prompt, p)->wait();
+    EXPECT_EQ(r.text, expected) << scope;
+    // Not faster for another scope's cells: every uncached prompt token is decoded again.
+    EXPECT_EQ(engine.stats().prompt_tokens - before, static_cast<uint64_t>(n - r.cached_tokens)) << scope;
+    return r.cached_tokens;
+  };
+  EXPECT_EQ(run("alice"), 0);
+  EXPECT_EQ(run("bob"), 0);      // the slot holds alice's prompt: not bob's to reuse
+  EXPECT_EQ(run("bob"), n - 1);  // bob's own (the last token is read again for its logits)
+  EXPECT_EQ(run("alice"), 0);    // bob overwrote the slot
+  EXPECT_EQ(run(""), 0);         // no scope is a scope of its own
+  EXPECT_EQ(run(""), n - 1);
+}
+
+TEST_F(EngineTest, EachScopeKeepsReusingItsOwnSlotAcrossTurns) {
+  // Two clients in two slots, turns interleaved: each new scope takes the empty slot rather than
+  // the other's, and every later turn re-reads only what is new.
+  Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 512});
+  std::map<std::string, std::string> chat = {{"alice", "Once upon a time"}, {"bob", "The little dog"}};
+  std::map<std::string, size_t> previous;  // each scope's previous prompt, in tokens
+  for (int turn = 0; turn < 3; ++turn) {
+    for (auto& [scope, text] : chat) {
+      GenerationParams p = greedy(6);
+      p.cache_scope = scope;
+      const auto tokens = encode(text);
+      const auto r = engine.submit(tokens, p)->wait();
+      EXPECT_EQ(r.text, reference(text, 6)) << scope << " turn " << turn;
+      if (turn == 0) {
+        EXPECT_EQ(r.cached_tokens, 0) << scope;
+      } else {
+        // At least the previous turn's prompt: the other scope's turn in between did not evict it.
+        EXPECT_GE(r.cached_tokens, static_cast<int>(previous[scope])) << scope << " turn " << turn;
+        EXPECT_LT(r.cached_tokens, static_cast<int>(tokens.size())) << scope << " turn " << turn;
+      }
+      previous[scope] = tokens.size();
+      text += r.text + " Then";
+    }
+  }
 }

@@ -32,6 +32,13 @@ struct GenerationParams {
   int max_tokens = 128;           // generated tokens at most (the slot's context bounds it too)
   std::vector<std::string> stop;  // strings that end the generation; never part of the text
   bool stop_at_eos = true;        // end at an end-of-generation token (EOS, EOT, ...); never emitted
+  // Who may reuse the cells this generation leaves in its slot. A request reuses a slot's prefix
+  // (cached_tokens, fewer prompt tokens to decode) only when both carry the same scope; from any
+  // other scope it reads its whole prompt into a cleared slot, so neither its cached_tokens nor
+  // its timing tells anything of another scope's prompts. The server sets it per client (a hash
+  // of the API key, the address and an optional salt). Empty is a scope like any other: requests
+  // without one share with each other only.
+  std::string cache_scope;
 };
 
 // What a generation has produced since the last poll.
@@ -121,6 +128,7 @@ class Engine {
   struct Slot {
     SeqId seq = 0;
     std::vector<Token> held;  // the tokens this sequence holds in the cache, positions 0..
+    std::string scope;        // the cache_scope `held` was read under: only it may reuse them
     std::shared_ptr<Generation> job;
     std::unique_ptr<Sampler> sampler;
     std::optional<TokenStreamer> streamer;  // holds a piece's incomplete UTF-8 until it completes
