@@ -3,6 +3,7 @@
 #include "tessera/llm/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/check.h"
 
@@ -41,14 +42,56 @@ const char* finish_reason_name(FinishReason reason) noexcept {
   return "none";
 }
 
-GenerationUpdate Generation::poll(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
-  cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || state_.done; });
+GenerationUpdate Generation::drain() {
   GenerationUpdate u = state_;
   u.pieces = std::move(pending_);
   pending_.clear();
   for (const std::string& piece : u.pieces) u.text += piece;
   return u;
+}
+
+GenerationUpdate Generation::poll(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || state_.done; });
+  return drain();
+}
+
+GenerationUpdate Generation::take() {
+  std::lock_guard lock(mutex_);
+  return drain();
+}
+
+void Generation::subscribe(std::function<void()> notify) {
+  auto fresh = notify ? std::make_shared<const std::function<void()>>(std::move(notify)) : nullptr;
+  std::shared_ptr<const std::function<void()>> old;  // destroyed after the unlock, like every copy
+  std::unique_lock lock(mutex_);
+  old = std::exchange(notify_, std::move(fresh));
+  if (notify_ && (!pending_.empty() || state_.done))
+    signal(lock);
+  else
+    lock.unlock();
+}
+
+void Generation::signal(std::unique_lock<std::mutex>& lock) noexcept {
+  // One caller at a time runs notify_, unlocked (it may take() or subscribe()); whatever arrives
+  // meanwhile asks that caller for one more round instead of running it concurrently.
+  if (notifying_) {
+    renotify_ = true;
+    lock.unlock();
+    return;
+  }
+  notifying_ = true;
+  for (;;) {
+    auto notify = notify_;  // a subscribe() during the call replaces it for the next round
+    lock.unlock();
+    if (notify) (*notify)();
+    notify.reset();  // the last owner destroys what the callback holds with no lock held
+    lock.lock();
+    if (!renotify_) break;
+    renotify_ = false;
+  }
+  notifying_ = false;
+  lock.unlock();
 }
 
 GenerationUpdate Generation::wait() {
@@ -66,21 +109,19 @@ GenerationUpdate Generation::wait() {
 
 void Generation::push(const std::string& text) {
   if (text.empty()) return;
-  {
-    std::lock_guard lock(mutex_);
-    pending_.push_back(text);
-  }
+  std::unique_lock lock(mutex_);
+  pending_.push_back(text);
   cv_.notify_all();
+  signal(lock);
 }
 
 void Generation::finish(FinishReason reason, const std::string& error) {
-  {
-    std::lock_guard lock(mutex_);
-    state_.done = true;
-    state_.finish = reason;
-    state_.error = error;
-  }
+  std::unique_lock lock(mutex_);
+  state_.done = true;
+  state_.finish = reason;
+  state_.error = error;
   cv_.notify_all();
+  signal(lock);
 }
 
 Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& options)
@@ -167,9 +208,18 @@ EngineStats Engine::stats() const {
 
 void Engine::loop() {
   std::unique_lock lock(mutex_);
+  std::vector<std::shared_ptr<Generation>> dropped;
   for (;;) {
     if (stop_) break;
-    admit(lock);
+    admit(dropped);
+    if (!dropped.empty()) {
+      // Their subscribers are told with no lock of ours held (they may submit again).
+      lock.unlock();
+      for (auto& job : dropped) job->finish(FinishReason::Cancelled);
+      dropped.clear();
+      lock.lock();
+      continue;
+    }
     const bool busy =
         std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.job != nullptr; });
     if (!busy) {
@@ -180,17 +230,21 @@ void Engine::loop() {
     step();
     lock.lock();
   }
+  // submit() sees stop_ and queues nothing more.
+  std::deque<std::shared_ptr<Generation>> waiting = std::move(queue_);
+  queue_.clear();
+  stats_.queue_depth = 0;
+  lock.unlock();
   for (Slot& s : slots_)
     if (s.job) s.job->finish(FinishReason::Cancelled, "the server is stopping");
-  for (auto& job : queue_) job->finish(FinishReason::Cancelled, "the server is stopping");
-  queue_.clear();
+  for (auto& job : waiting) job->finish(FinishReason::Cancelled, "the server is stopping");
 }
 
-void Engine::admit(std::unique_lock<std::mutex>&) {
+void Engine::admit(std::vector<std::shared_ptr<Generation>>& dropped) {
   // Requests cancelled while they waited leave the queue.
   for (auto it = queue_.begin(); it != queue_.end();) {
     if ((*it)->cancelled()) {
-      (*it)->finish(FinishReason::Cancelled);
+      dropped.push_back(std::move(*it));
       it = queue_.erase(it);
     } else {
       ++it;

@@ -1,12 +1,15 @@
 // The continuous-batching engine on stories260K: greedy text equals a plain Session's, alone and
 // among 7 concurrent requests; stop strings across token boundaries; the bounded queue;
-// cancellation frees cells; prefix reuse within a cache scope only; bad requests.
+// cancellation frees cells; prefix reuse within a cache scope only; subscribers; bad requests.
 #include "tessera/llm/engine.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "tessera/error.h"
@@ -322,4 +325,134 @@ TEST_F(EngineTest, EachScopeKeepsReusingItsOwnSlotAcrossTurns) {
       text += r.text + " Then";
     }
   }
+}
+
+namespace {
+
+// A subscriber's side: counts the notifies; the test thread waits on them (no poll anywhere).
+struct Inbox {
+  std::mutex m;
+  std::condition_variable cv;
+  int notifies = 0;
+  void notify() {
+    {
+      std::lock_guard lock(m);
+      ++notifies;
+    }
+    cv.notify_all();
+  }
+  int count() {
+    std::lock_guard lock(m);
+    return notifies;
+  }
+  // Waits for a notify past the `seen`-th; false when none comes in 60 s.
+  bool wait_past(int& seen) {
+    std::unique_lock lock(m);
+    if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return notifies > seen; })) return false;
+    seen = notifies;
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST_F(EngineTest, ASubscriberTakesEveryPieceAndTheEndWithoutPolling) {
+  Engine engine(*model_, *vocab_, {.n_slots = 2, .n_ctx = 512});
+  GenerationParams p;
+  p.sampling.temperature = 0.8f;
+  p.sampling.seed = 9;
+  p.sampling.presence_penalty = 0.5f;
+  p.sampling.frequency_penalty = 0.25f;
+  p.max_tokens = 200;
+  p.stop_at_eos = false;
+  const auto expected = engine.submit(encode("Once upon a time"), p)->wait();
+  ASSERT_EQ(expected.completion_tokens, 200);
+
+  auto inbox = std::make_shared<Inbox>();
+  auto job = engine.submit(encode("Once upon a time"), p);
+  job->subscribe([inbox] { inbox->notify(); });
+  std::string text, joined;
+  int seen = 0, updates_with_text = 0;
+  GenerationUpdate u;
+  while (!u.done) {
+    ASSERT_TRUE(inbox->wait_past(seen)) << "no notify for 60 s";
+    u = job->take();
+    text += u.text;
+    for (const std::string& piece : u.pieces) joined += piece;
+    updates_with_text += !u.text.empty();
+  }
+  EXPECT_EQ(u.finish, FinishReason::Length);
+  EXPECT_EQ(u.completion_tokens, 200);
+  EXPECT_EQ(text, expected.text);
+  EXPECT_EQ(joined, text);
+  EXPECT_GT(updates_with_text, 1);  // pieces are pushed as they settle, not at the end only
+  EXPECT_TRUE(job->take().text.empty());
+}
+
+TEST_F(EngineTest, SubscribingAfterTheEndNotifiesOnce) {
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
+  auto job = engine.submit(encode("Once upon a time"), greedy(10));
+  EXPECT_EQ(job->wait().text, reference("Once upon a time", 10));
+  auto first = std::make_shared<Inbox>();
+  job->subscribe([first] { first->notify(); });
+  EXPECT_EQ(first->count(), 1);  // inside subscribe(): the end is already there
+  const auto u = job->take();
+  EXPECT_TRUE(u.done);
+  EXPECT_EQ(u.finish, FinishReason::Length);
+  EXPECT_EQ(u.completion_tokens, 10);
+  EXPECT_TRUE(u.text.empty());  // wait() had it all
+  // A replacement is told once too; the one it replaced is not called again.
+  auto second = std::make_shared<Inbox>();
+  job->subscribe([second] { second->notify(); });
+  EXPECT_EQ(second->count(), 1);
+  // A request submitted while stopping ends at once, and its subscriber hears of it once.
+  engine.shutdown();
+  auto late = engine.submit(encode("The sun was"), greedy(5));
+  auto third = std::make_shared<Inbox>();
+  late->subscribe([third] { third->notify(); });
+  EXPECT_EQ(third->count(), 1);
+  EXPECT_EQ(late->take().finish, FinishReason::Cancelled);
+  EXPECT_EQ(first->count(), 1);
+  EXPECT_EQ(second->count(), 1);
+}
+
+TEST_F(EngineTest, NotifyRunsWithoutTheEnginesLock) {
+  // A queued request cancelled while it waits is finished by the engine thread; its subscriber
+  // reads the engine's stats from the notify, which would deadlock under the engine's lock.
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
+  GenerationParams long_run = greedy(250);
+  long_run.stop_at_eos = false;
+  auto a = engine.submit(encode("Once upon a time"), long_run);
+  std::string got;
+  while (got.empty()) got += a->poll(std::chrono::milliseconds(500)).text;  // a holds the slot
+  auto b = engine.submit(encode("The little dog"), greedy(5));
+  auto inbox = std::make_shared<Inbox>();
+  auto depth = std::make_shared<std::atomic<size_t>>(99);
+  Engine* e = &engine;  // the engine joins its thread before it goes, so it outlives every notify
+  b->subscribe([inbox, depth, e] {
+    depth->store(e->stats().queue_depth);
+    inbox->notify();
+  });
+  b->cancel();
+  int seen = 0;
+  ASSERT_TRUE(inbox->wait_past(seen)) << "no notify for 60 s";
+  const auto rb = b->take();
+  EXPECT_TRUE(rb.done);
+  EXPECT_EQ(rb.finish, FinishReason::Cancelled);
+  EXPECT_EQ(depth->load(), 0u);  // b had left the queue when it was told
+  a->cancel();
+  EXPECT_EQ(a->wait().finish, FinishReason::Cancelled);
+}
+
+TEST_F(EngineTest, ANotifyMayOutliveItsSubscribersHandle) {
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  {
+    auto job = engine.submit(encode("Once upon a time"), greedy(30));
+    job->subscribe([calls] { ++*calls; });
+  }  // the subscriber is gone; the engine still holds the generation and calls what it owns
+  // The slot is taken until the first ends, so when the second has ended the first has notified.
+  const auto r = engine.submit(encode("The sun was"), greedy(3))->wait();
+  EXPECT_EQ(r.finish, FinishReason::Length);
+  EXPECT_GE(calls->load(), 1);
 }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,7 +42,7 @@ struct GenerationParams {
   std::string cache_scope;
 };
 
-// What a generation has produced since the last poll.
+// What a generation has produced since the last poll() or take().
 struct GenerationUpdate {
   std::string text;  // new text: stop strings and incomplete UTF-8 are held back until settled
   // The same text as the engine settled it, one piece per step (a stream sends one event each, so
@@ -57,13 +58,26 @@ struct GenerationUpdate {
 
 class Engine;
 
-// One request's handle, shared by the requester and the engine.
+// One request's handle, shared by the requester and the engine. A requester reads it one way:
+// poll()/wait(), or subscribe() and take(); each hands out a piece once.
 class Generation {
  public:
   // Waits up to `timeout` for new text or the end; returns what arrived (possibly nothing).
   GenerationUpdate poll(std::chrono::milliseconds timeout);
   // Waits for the end; returns the whole text.
   GenerationUpdate wait();
+  // What arrived since the last take() or poll(), without waiting: poll(0ms).
+  GenerationUpdate take();
+  // Push instead of poll: `notify` runs each time new settled pieces or the end become available,
+  // and once inside subscribe() when something is already pending or the generation has ended.
+  // It runs on the engine thread (or on the subscribing one, inside subscribe()), with no lock
+  // held, never concurrently with itself; calls may coalesce, so one take() may find what several
+  // announced, or nothing. It must not block or throw; it may call take(), cancel(), subscribe()
+  // and Engine::submit(). The generation keeps `notify` until it is replaced (an empty function
+  // unsubscribes) or the Generation is destroyed, and a call may still be under way when
+  // subscribe() returns, so it must own what it touches (by value or shared_ptr), not point into
+  // the subscriber; it reaches the Generation itself by weak_ptr (a shared_ptr would be a cycle).
+  void subscribe(std::function<void()> notify);
   // Stops the generation at the next step; its cells are freed then.
   void cancel() noexcept { cancelled_.store(true); }
   bool cancelled() const noexcept { return cancelled_.load(); }
@@ -72,6 +86,9 @@ class Generation {
   friend class Engine;
   void push(const std::string& text);
   void finish(FinishReason reason, const std::string& error = {});
+  GenerationUpdate drain();  // mutex_ held
+  // Calls notify_ (mutex_ held on entry, released on return), or leaves it to the call under way.
+  void signal(std::unique_lock<std::mutex>& lock) noexcept;
 
   std::vector<Token> prompt_;
   GenerationParams params_;
@@ -80,6 +97,9 @@ class Generation {
   std::condition_variable cv_;
   std::vector<std::string> pending_;  // settled pieces not yet polled
   GenerationUpdate state_;            // counts and the end; text unused
+  std::shared_ptr<const std::function<void()>> notify_;
+  bool notifying_ = false;  // a call of notify_ is under way
+  bool renotify_ = false;   // something arrived during it: call again
 };
 
 struct EngineOptions {
@@ -140,7 +160,8 @@ class Engine {
   };
 
   void loop();
-  void admit(std::unique_lock<std::mutex>& lock);
+  // Moves queued requests into free slots; cancelled ones go to `dropped`, to finish unlocked.
+  void admit(std::vector<std::shared_ptr<Generation>>& dropped);
   void step();
   // Handles one sampled token; returns true when the slot's generation ended.
   bool accept_token(Slot& slot, Token token);
