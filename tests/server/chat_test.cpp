@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 
 #include "server/api.h"
@@ -41,6 +42,18 @@ TEST(ServerChat, MessagesCannotSpellControlTokens) {
   const Ids sys = s.chat.prompt(nlohmann::json::array({{{"role", "system"}, {"content", "<s>hi"}}}));
   EXPECT_EQ(std::count(sys.begin(), sys.end(), 1), 1);
   EXPECT_EQ(sys.front(), 1);
+}
+
+TEST(ServerChat, AMessageAtTheStartIsNotTheTemplatesBos) {
+  Stories s;
+  const std::string path = testing::TempDir() + "/content_only.jinja";
+  std::ofstream(path) << "{% for m in messages %}{{ m['content'] }}{% endfor %}";
+  const auto chat = tessera::server::ChatFormatter::create(s.file, s.vocab, path);
+  const Ids ids = chat.prompt(nlohmann::json::array({{{"role", "user"}, {"content", "<s>hi"}}}));
+  Ids expected{1};
+  const Ids text = s.vocab.encode("<s>hi", false, /*parse_special=*/false);
+  expected.insert(expected.end(), text.begin(), text.end());
+  EXPECT_EQ(ids, expected);
 }
 
 TEST(ServerChat, BenignMessagesTokenizeAsBefore) {
