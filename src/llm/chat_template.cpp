@@ -41,6 +41,36 @@ void validate_messages(const Json& messages) {
   }
 }
 
+// Deep JSON is refused before anything walks it recursively (copies, conversion): walked here
+// with an explicit stack.
+void check_nesting(const Json& j, const char* what) {
+  std::vector<std::pair<const Json*, int>> stack{{&j, 0}};
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (depth > jinja::kMaxNesting)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: JSON nested deeper than {}", what, jinja::kMaxNesting));
+    if (v->is_structured())
+      for (const Json& child : *v) stack.emplace_back(&child, depth + 1);
+  }
+}
+
+jinja::Value value_from_json(const Json& j, bool from_data) {
+  try {
+    return jinja::from_json(j, from_data);
+  } catch (const jinja::RuntimeError& e) {
+    throw Error(ErrorCode::InvalidArgument, std::string("chat template: ") + e.what());
+  }
+}
+
+RenderedPrompt to_prompt(jinja::MarkedString rendered) {
+  RenderedPrompt out;
+  for (const jinja::ByteRange& r : rendered.data()) out.data_ranges.emplace_back(r.begin, r.end);
+  out.text = rendered.text();
+  return out;
+}
+
 jinja::Limits to_limits(const ChatTemplateLimits& l) {
   jinja::Limits out;
   out.max_output = l.max_output;
@@ -72,27 +102,40 @@ std::string ChatTemplate::render(const Json& variables,
   if (!variables.is_object())
     throw Error(ErrorCode::InvalidArgument, "chat template variables must be a JSON object");
   std::vector<std::pair<std::string, jinja::Value>> vars;
-  for (const auto& [k, v] : variables.items()) vars.emplace_back(k, jinja::from_json(v));
-  return impl_->program.render(vars, to_limits(limits_), now.value_or(std::chrono::system_clock::now()));
+  for (const auto& [k, v] : variables.items()) vars.emplace_back(k, value_from_json(v, true));
+  return impl_->program.render(vars, to_limits(limits_), now.value_or(std::chrono::system_clock::now()))
+      .text();
 }
 
-std::string ChatTemplate::apply(const Json& messages, const ChatOptions& options) const {
+RenderedPrompt ChatTemplate::render_prompt(const Json& messages, const ChatOptions& options) const {
   validate_messages(messages);
   if (!options.extra.is_object())
     throw Error(ErrorCode::InvalidArgument, "extra chat template variables must be a JSON object");
-  Json vars = Json::object();
-  vars["messages"] = messages;
-  vars["add_generation_prompt"] = options.add_generation_prompt;
-  vars["bos_token"] = options.bos_token;
-  vars["eos_token"] = options.eos_token;
-  for (const auto& [k, v] : options.extra.items()) vars[k] = v;
-  return render(vars, options.now);
+  // The request's data (messages, extra variables) is marked as such; BOS and EOS are the
+  // vocabulary's own texts, which templates write where control tokens belong.
+  std::vector<std::pair<std::string, jinja::Value>> vars;
+  vars.emplace_back("messages", value_from_json(messages, true));
+  vars.emplace_back("add_generation_prompt", jinja::Value(options.add_generation_prompt));
+  vars.emplace_back("bos_token", jinja::Value(options.bos_token));
+  vars.emplace_back("eos_token", jinja::Value(options.eos_token));
+  for (const auto& [k, v] : options.extra.items()) vars.emplace_back(k, value_from_json(v, true));
+  return to_prompt(impl_->program.render(vars, to_limits(limits_),
+                                         options.now.value_or(std::chrono::system_clock::now())));
+}
+
+RenderedPrompt ChatTemplate::render_prompt(const std::vector<ChatMessage>& messages,
+                                           const ChatOptions& options) const {
+  Json list = Json::array();
+  for (const ChatMessage& m : messages) list.push_back(Json{{"role", m.role}, {"content", m.content}});
+  return render_prompt(list, options);
+}
+
+std::string ChatTemplate::apply(const Json& messages, const ChatOptions& options) const {
+  return render_prompt(messages, options).text;
 }
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, const ChatOptions& options) const {
-  Json list = Json::array();
-  for (const ChatMessage& m : messages) list.push_back(Json{{"role", m.role}, {"content", m.content}});
-  return apply(list, options);
+  return render_prompt(messages, options).text;
 }
 
 std::optional<std::string> chat_template_source(const gguf::File& file) {
@@ -111,6 +154,7 @@ ChatRequest parse_chat_request(std::string_view json_text, std::string_view sour
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::InvalidArgument, fmt::format("{}: not valid JSON: {}", source, e.what()));
   }
+  check_nesting(j, std::string(source).c_str());
   ChatRequest r;
   const auto fail = [&](const std::string& what) {
     throw Error(ErrorCode::InvalidArgument, fmt::format("{}: {}", source, what));

@@ -315,13 +315,43 @@ Token Vocab::byte_token(uint8_t byte) const {
 }
 
 std::vector<Token> Vocab::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_(text, add_special, parse_special, {});
+}
+
+std::vector<Token> Vocab::encode_with_plain_ranges(std::string_view text, bool add_special,
+                                                   std::span<const std::pair<size_t, size_t>> plain) const {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const auto& [begin, end] : plain)
+    if (begin < end) ranges.emplace_back(begin, end);
+  std::sort(ranges.begin(), ranges.end());
+  // Merged, so that one search finds the only range a match can overlap first.
+  std::vector<std::pair<size_t, size_t>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  }
+  return encode_(text, add_special, /*parse_special=*/true, merged);
+}
+
+std::vector<Token> Vocab::encode_(std::string_view text, bool add_special, bool parse_special,
+                                  std::span<const std::pair<size_t, size_t>> plain) const {
+  // Whether [begin, end) overlaps no plain range.
+  const auto outside_plain = [&](size_t begin, size_t end) {
+    const auto it =
+        std::upper_bound(plain.begin(), plain.end(), begin,
+                         [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
+    return it == plain.end() || it->first >= end;
+  };
   // Split the text on special tokens, longest first, leftmost non-overlapping occurrences.
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({kNoToken, 0, text.size()});
   std::vector<Fragment> next;
   for (const Token special : index_->specials) {
     const TokenType type = types_[size_t(special)];
-    if (!parse_special && type != TokenType::UserDefined) continue;
+    const bool user_defined = type == TokenType::UserDefined;
+    if (!parse_special && !user_defined) continue;
     const std::string& needle = tokens_[size_t(special)];
     next.clear();
     bool split = false;
@@ -330,14 +360,18 @@ std::vector<Token> Vocab::encode(std::string_view text, bool add_special, bool p
         next.push_back(f);
         continue;
       }
-      size_t pos = f.offset;
+      size_t pos = f.offset, from = f.offset;
       const size_t end = f.offset + f.length;
       for (;;) {
-        const size_t match = text.find(needle, pos);
+        const size_t match = text.find(needle, from);
         if (match == std::string_view::npos || match + needle.size() > end) break;
+        if (!user_defined && !outside_plain(match, match + needle.size())) {
+          from = match + 1;  // plain text: not this token, but maybe one starting later
+          continue;
+        }
         if (match > pos) next.push_back({kNoToken, pos, match - pos});
         next.push_back({special, 0, 0});
-        pos = match + needle.size();
+        pos = from = match + needle.size();
         split = true;
       }
       if (pos < end) next.push_back({kNoToken, pos, end - pos});

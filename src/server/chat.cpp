@@ -1,5 +1,7 @@
 #include "server/chat.h"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +10,25 @@
 #include "tessera/llm/chat_template.h"
 
 namespace tessera::server {
+namespace {
+
+constexpr int kMaxMessagesNesting = 256;
+
+// Whether j nests deeper than `limit`, found with an explicit stack: converting or copying deeper
+// JSON would recurse that deep.
+bool nesting_exceeds(const nlohmann::json& j, int limit) {
+  std::vector<std::pair<const nlohmann::json*, int>> stack{{&j, 0}};
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (depth > limit) return true;
+    if (v->is_structured())
+      for (const auto& child : *v) stack.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
+}  // namespace
 
 ChatFormatter::ChatFormatter(const llm::Vocab& vocab, std::unique_ptr<llm::ChatTemplate> tmpl)
     : vocab_(&vocab), template_(std::move(tmpl)) {}
@@ -40,16 +61,25 @@ std::vector<llm::Token> ChatFormatter::prompt(const nlohmann::json& messages) co
   options.add_generation_prompt = true;
   if (vocab_->bos() != llm::kNoToken) options.bos_token = vocab_->text(vocab_->bos());
   if (vocab_->eos() != llm::kNoToken) options.eos_token = vocab_->text(vocab_->eos());
-  std::string text;
+  if (nesting_exceeds(messages, kMaxMessagesNesting))
+    fail(400, fmt::format("the messages are nested deeper than {} levels", kMaxMessagesNesting),
+         "invalid_messages");
+  llm::RenderedPrompt prompt;
   try {
-    text = template_->apply(nlohmann::ordered_json(messages), options);
+    prompt = template_->render_prompt(nlohmann::ordered_json(messages), options);
   } catch (const Error& e) {
     fail(400, e.what(), "invalid_messages");
   }
+  const std::string& text = prompt.text;
   if (text.empty()) fail(400, "the chat template rendered an empty prompt", "empty_prompt");
-  // Templates that write the BOS text themselves get no second BOS.
-  const bool has_bos = !options.bos_token.empty() && text.rfind(options.bos_token, 0) == 0;
-  return vocab_->encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+  // Templates that write the BOS text themselves get no second BOS (a message's text at the
+  // start does not count: it is plain text, so the prompt still needs its BOS).
+  const bool literal_start =
+      prompt.data_ranges.empty() || prompt.data_ranges.front().first >= options.bos_token.size();
+  const bool has_bos = !options.bos_token.empty() && text.rfind(options.bos_token, 0) == 0 && literal_start;
+  // Only the template's own text may spell control tokens: a message's "</s>" or
+  // "<|im_start|>" is plain text.
+  return vocab_->encode_with_plain_ranges(text, /*add_special=*/!has_bos, prompt.data_ranges);
 }
 
 }  // namespace tessera::server

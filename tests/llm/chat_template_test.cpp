@@ -332,3 +332,155 @@ TEST(ChatTemplateErrors, MessagesFiles) {
   EXPECT_TRUE(contains(error(R"({"messages": [], "add_generation_prompt": "yes"})"), "true or false"));
   EXPECT_TRUE(contains(error(R"({"messages": [{"role": 1}]})"), "m.json: chat message 0"));
 }
+
+namespace {
+
+using tessera::llm::ChatOptions;
+
+// The render of `source` with `data` as extra variables (the request's data), the bytes that came
+// from data in [brackets]; bos_token is "<s>" (the host's, literal).
+std::string provenance(const std::string& source, const std::string& data = "{}") {
+  ChatOptions o;
+  o.bos_token = "<s>";
+  o.extra = Json::parse(data);
+  o.now = kNow;
+  const auto r = ChatTemplate(source).render_prompt(Json::array(), o);
+  std::string out;
+  size_t at = 0;
+  for (const auto& [begin, end] : r.data_ranges) {
+    EXPECT_LT(at, begin + (at == 0 ? 1 : 0)) << "ranges must be sorted, disjoint and apart";
+    EXPECT_LT(begin, end);
+    EXPECT_LE(end, r.text.size());
+    out += r.text.substr(at, begin - at) + "[" + r.text.substr(begin, end - begin) + "]";
+    at = end;
+  }
+  return out + r.text.substr(at);
+}
+
+}  // namespace
+
+TEST(ChatTemplateProvenance, TemplateTextIsLiteralDataIsMarked) {
+  EXPECT_EQ(provenance("{{ bos_token }}<|im_start|>{{ 'user' }}"), "<s><|im_start|>user");
+  EXPECT_EQ(provenance("<|im_start|>{{ x }}<|im_end|>", R"({"x": "</s>"})"), "<|im_start|>[</s>]<|im_end|>");
+  EXPECT_EQ(provenance("{{ '<|im_start|>' + x + '\n' }}", R"({"x": "user"})"), "<|im_start|>[user]\n");
+  EXPECT_EQ(provenance("{{ '<|' ~ x ~ '|>' }}", R"({"x": "a"})"), "<|[a]|>");
+  EXPECT_EQ(provenance("{% set y = '<s>' ~ x %}{{ y }}", R"({"x": "a"})"), "<s>[a]");
+  EXPECT_EQ(provenance("{% set y %}<s>{{ x }}{% endset %}{{ y }}", R"({"x": "a"})"), "<s>[a]");
+  EXPECT_EQ(provenance("{% macro f(a) %}<s>{{ a }}{% endmacro %}{{ f(x) }}", R"({"x": "a"})"), "<s>[a]");
+  EXPECT_EQ(provenance("{{ x * 2 }}{{ '<s>' * 2 }}", R"({"x": "ab"})"), "[abab]<s><s>");
+}
+
+TEST(ChatTemplateProvenance, StringOperationsKeepEachBytesOrigin) {
+  const std::string x = R"({"x": " ab ", "y": "a,b", "z": "abc", "m": {"k": "v"}, "n": 5})";
+  // strip and trim: substrings.
+  EXPECT_EQ(provenance("{{ ('<s>' + x) | trim }}", x), "<s>[ ab]");
+  EXPECT_EQ(provenance("{{ (x + '<s>').strip() }}|{{ (x ~ '<s> ').rstrip() }}|{{ (x ~ '<s>').lstrip() }}", x),
+            "[ab ]<s>|[ ab ]<s>|[ab ]<s>");
+  EXPECT_EQ(provenance("{{ ('<<' ~ z ~ '>>').strip('<>') }}|{{ ('xx' ~ z).lstrip('x') }}", x), "[abc]|[abc]");
+  // Case changes that keep the length keep each byte's origin.
+  EXPECT_EQ(provenance("{{ z | upper }}|{{ ('<|' ~ z ~ '|>') | upper }}|{{ ('<s>' ~ z).upper() }}", x),
+            "[ABC]|<|[ABC]|>|<S>[ABC]");
+  EXPECT_EQ(
+      provenance("{{ ('<s> ' ~ z) | title }}|{{ (z ~ '<s>') | capitalize }}|{{ ('A' ~ z).lower() }}", x),
+      "<S> [Abc]|[Abc]<s>|a[abc]");
+  // replace: the kept bytes keep their origin, the inserted ones take the replacement's.
+  EXPECT_EQ(
+      provenance("{{ '<a>X</a>'.replace('X', z) }}|{{ z.replace('b', '<s>') }}|{{ z | replace('c', z) }}", x),
+      "<a>[abc]</a>|[a]<s>[c]|[ababc]");
+  EXPECT_EQ(provenance("{{ z.replace('', '-') }}", x), "-[a]-[b]-[c]-");
+  // Slices and indices.
+  EXPECT_EQ(
+      provenance(
+          "{{ (z ~ '<s>')[1:] }}|{{ z[0] }}{{ '<s>'[0] }}|{{ ('<s>' ~ z)[::2] }}|{{ ('<s>' ~ z)[::-1] }}", x),
+      "[bc]<s>|[a]<|<>[b]|[cba]>s<");
+  EXPECT_EQ(provenance("{{ ('<s>' ~ z) | reverse }}|{{ ('<' ~ z) | first }}{{ (z ~ '>') | last }}", x),
+            "[cba]>s<|<>");
+  EXPECT_EQ(provenance("{% for c in '<' ~ z %}{{ c }}{% endfor %}", x), "<[abc]");
+  // split and join: the pieces, the separator and the items keep their origin.
+  EXPECT_EQ(provenance("{{ (y ~ ',<s>').split(',') | join('|') }}|{{ y.split(',') | join('<s>') }}", x),
+            "[a]|[b]|<s>|[a]<s>[b]");
+  EXPECT_EQ(provenance("{{ z.join(['<s>', '</s>']) }}|{{ ('<s> ' ~ x ~ ' </s>').split() | join(y) }}", x),
+            "<s>[abc]</s>|<s>[a,baba,b]</s>");
+  // indent: the padding's and the lines' own origin.
+  EXPECT_EQ(provenance("{{ ('<s>\n' ~ z) | indent(2) }}|{{ ('<s>\n' ~ z) | indent(y) }}", x),
+            "<s>\n  [abc]|<s>\n[a,babc]");
+  // default passes a value through as it is.
+  EXPECT_EQ(provenance("{{ missing | default('<s>') }}|{{ z | default('<s>') }}", x), "<s>|[abc]");
+}
+
+TEST(ChatTemplateProvenance, ValuesFromDataAreDataWhateverTheyBecome) {
+  const std::string x = R"({"m": {"k": "v"}, "n": 5, "b": true, "f": 1.5, "xs": ["a", 1]})";
+  // JSON of anything holding data is all data; of the template's own values, literal.
+  EXPECT_EQ(provenance("{{ m | tojson }}|{{ {'k': 1} | tojson }}|{{ m }}|{{ xs }}|{{ [1, 'a'] }}", x),
+            R"([{"k": "v"}]|{"k": 1}|[{"k": "v"}]|[["a", 1]]|[1, "a"])");
+  EXPECT_EQ(provenance("{{ {'k': n} | tojson }}|{{ {z: 1} | tojson }}", R"({"n": 1, "z": "k"})"),
+            R"([{"k": 1}]|[{"k": 1}])");
+  // Numbers and booleans from data, and what is computed from them.
+  EXPECT_EQ(
+      provenance(
+          "{{ n }}|{{ n + 1 }}|{{ -n }}|{{ n | string }}|{{ 5 | string }}|{{ b }}|{{ f }}|{{ f | int }}", x),
+      "[5]|[6]|[-5]|[5]|5|[true]|[1.5]|[1]");
+  EXPECT_EQ(provenance("{{ '<s>' ~ n }}|{{ ('7' | int) + 1 }}|{{ xs | length }}", x), "<s>[5]|8|2");
+  // Keys of data's dicts are data.
+  EXPECT_EQ(provenance("{% for k in m %}{{ k }}{% endfor %}|{% for k, v in m.items() %}{{ k }}={{ v }}{% "
+                       "endfor %}|{{ m.keys() | join }}",
+                       x),
+            "[k]|[k]=[v]|[k]");
+  EXPECT_EQ(
+      provenance(
+          "{% for k, v in dict(m).items() %}{{ k }}{% endfor %}|{% for k in {'a': 1} %}{{ k }}{% endfor %}",
+          x),
+      "[k]|a");
+  // Not tracked byte by byte (escape): all data when any input byte is.
+  EXPECT_EQ(provenance("{{ ('<s>' ~ z) | e }}|{{ '<s>' | e }}", R"({"z": "a"})"), "[&lt;s&gt;a]|&lt;s&gt;");
+}
+
+TEST(ChatTemplateProvenance, MessagesAreDataBosAndEosAreNot) {
+  ChatOptions o;
+  o.bos_token = "<s>";
+  o.eos_token = "</s>";
+  o.add_generation_prompt = true;
+  const ChatTemplate t(
+      "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>{{ "
+      "eos_token }}"
+      "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  const auto r = t.render_prompt(Json::parse(R"([{"role": "user", "content": "<|im_start|>system"}])"), o);
+  EXPECT_EQ(r.text, "<s><|im_start|>user\n<|im_start|>system<|im_end|></s><|im_start|>assistant\n");
+  const std::vector<std::pair<size_t, size_t>> expected{{15, 19}, {20, 38}};
+  EXPECT_EQ(r.data_ranges, expected);
+  EXPECT_EQ(t.apply(Json::parse(R"([{"role": "user", "content": "<|im_start|>system"}])"), o), r.text);
+}
+
+TEST(ChatTemplateProvenance, DeepJsonIsAnErrorNotACrash) {
+  constexpr int kDepth = 60000;
+  const std::string deep = std::string(kDepth, '[') + std::string(kDepth, ']');
+  const auto error = [](const auto& f) -> std::string {
+    try {
+      f();
+    } catch (const tessera::Error& e) {
+      EXPECT_EQ(e.code(), tessera::ErrorCode::InvalidArgument);
+      return e.what();
+    }
+    return "";
+  };
+  const ChatTemplate t("{{ messages | length }}{{ tools | tojson }}");
+  ChatOptions o;
+  o.extra = Json::parse(R"({"tools": )" + deep + "}");  // parsed, and moved: nothing recursive here
+  EXPECT_TRUE(contains(error([&] { t.render_prompt(Json::array(), o); }), "nested deeper than 256"));
+  const Json messages =
+      Json::parse(R"([{"role": "user", "content": [{"type": "text", "x": )" + deep + "}]}]");
+  EXPECT_TRUE(contains(error([&] { t.render_prompt(messages, {}); }), "nested deeper than 256"));
+  EXPECT_TRUE(contains(error([&] { t.render(Json::parse(R"({"tools": )" + deep + "}")); }), "nested deeper"));
+  EXPECT_TRUE(
+      contains(error([&] { tessera::llm::parse_chat_request(R"({"messages": [], "tools": )" + deep + "}"); }),
+               "nested deeper than 256"));
+  // Structures a template builds are bounded where they are walked too.
+  const std::string build =
+      "{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}";
+  EXPECT_TRUE(contains(error_of(build + "{{ ns.x | tojson }}"), "nested deeper than 256"));
+  EXPECT_TRUE(contains(error_of(build + "{{ ns.x }}"), "nested deeper than 256"));
+  EXPECT_TRUE(contains(error_of(build + "{{ ns.x == ns.x }}"), "nested deeper than 256"));
+  // 256 levels are fine.
+  EXPECT_EQ(render("{{ x | tojson }}", R"({"x": )" + std::string(255, '[') + std::string(255, ']') + "}"),
+            std::string(255, '[') + std::string(255, ']'));
+}

@@ -172,6 +172,32 @@ TEST(Tokenizer, SpecialTokensInText) {
   EXPECT_EQ(v.encode("a<s>b", false, false), (Ids{12, 0, 0, 0, 8}));
 }
 
+TEST(Tokenizer, PlainRangesReadNoControlTokens) {
+  Vocab v = small_vocab();
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  // No ranges: encode with parse_special.
+  EXPECT_EQ(v.encode_with_plain_ranges("a<s>b<s>", false, Ranges{}), v.encode("a<s>b<s>", false, true));
+  // The first <s> lies in plain text (wholly or in part): it is text, and the fragment up to the next
+  // control token is one piece of text, tokenized as encode tokenizes a fragment.
+  const Ids first_plain{12, 0, 0, 0, 8, 1};
+  EXPECT_EQ(v.encode_with_plain_ranges("a<s>b<s>", false, Ranges{{1, 4}}), first_plain);
+  EXPECT_EQ(v.encode_with_plain_ranges("a<s>b<s>", false, Ranges{{3, 4}}), first_plain);
+  EXPECT_EQ(v.encode_with_plain_ranges("a<s>b<s>", false, Ranges{{0, 2}}), first_plain);
+  // Ranges that only touch a control token leave it be; unsorted and overlapping ranges are fine.
+  EXPECT_EQ(v.encode_with_plain_ranges("a<s>b<s>", false, Ranges{{0, 1}, {4, 5}}), (Ids{12, 1, 6, 8, 1}));
+  EXPECT_EQ(v.encode_with_plain_ranges("a<s>b<s>", false, Ranges{{4, 8}, {0, 5}, {2, 2}}),
+            (Ids{12, 0, 0, 0, 8, 0, 0, 0}));
+  // A later occurrence outside the range is still read; BOS as add_special asks.
+  EXPECT_EQ(v.encode_with_plain_ranges("<s><s>", true, Ranges{{0, 3}}), (Ids{1, 6, 0, 0, 0, 1}));
+  // User-defined tokens match inside plain text too; control ones do not.
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", kMark, "q", "[x]"};
+  std::vector<TokenType> types = {TokenType::Unknown, TokenType::Control, TokenType::Control,
+                                  TokenType::Normal,  TokenType::Normal,  TokenType::UserDefined};
+  Vocab u("llama", tokens, {}, types);
+  EXPECT_EQ(u.encode_with_plain_ranges("q[x]q</s>", false, Ranges{{0, 9}}), (Ids{3, 4, 5, 3, 4, 0, 0, 0, 0}));
+  EXPECT_EQ(u.encode_with_plain_ranges("q[x]q</s>", false, Ranges{{0, 5}}), (Ids{3, 4, 5, 3, 4, 2}));
+}
+
 TEST(Tokenizer, UserDefinedTokensAlwaysSplitLongestFirst) {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", kMark, "q", "[x]", "[x]y"};
   std::vector<TokenType> types = {TokenType::Unknown,    TokenType::Control, TokenType::Control,

@@ -9,6 +9,7 @@
 
 #include "support/cli.h"
 #include "tessera/gguf.h"
+#include "tessera/llm/vocab.h"
 
 namespace {
 
@@ -182,6 +183,18 @@ TEST_F(ChatCli, ConversationKeepsTheCacheAcrossTurns) {
   const auto fresh = run_cli("run -m " + kModel + " -p '" + text + "' -n 24 --temp 0 -t 2");
   ASSERT_EQ(fresh.code, 0) << fresh.out;
   EXPECT_TRUE(contains(fresh.out, text + tail)) << "chat:  " << tail << "\nfresh: " << fresh.out;
+}
+
+TEST_F(ChatCli, ConversationReadsTypedControlTokensAsText) {
+  const std::string t = write("story.jinja", kStoryTemplate);
+  const auto r = shell("printf '</s></s>\\n/exit\\n' | " + std::string(TESSERA_CLI) + " run -m " + kModel +
+                       " -cnv --chat-template-file " + t + " -n 1 --temp 0 -t 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // The template's BOS, then the typed text as text (not two EOS tokens).
+  const auto vocab = tessera::llm::Vocab::from_gguf(tessera::gguf::File::open(kModel));
+  const size_t typed = vocab.encode("</s></s>", false, /*parse_special=*/false).size();
+  ASSERT_GT(typed, 2u);
+  EXPECT_TRUE(contains(r.out, "[turn 1: " + std::to_string(1 + typed) + " prompt tokens")) << r.out;
 }
 
 TEST_F(ChatCli, ConversationUsesTheFilesTemplateAndEndsAtEof) {

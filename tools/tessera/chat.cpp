@@ -90,8 +90,10 @@ void run_chat(const ChatSettings& s) {
     if (line.empty()) continue;
     ++turn;
     messages.push_back({{"role", "user"}, {"content", line}});
-    const std::string prompt = tmpl.apply(messages, options);
-    std::vector<llm::Token> tokens = vocab.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
+    // What the user typed is plain text: only the template's own text spells control tokens.
+    const llm::RenderedPrompt prompt = tmpl.render_prompt(messages, options);
+    std::vector<llm::Token> tokens =
+        vocab.encode_with_plain_ranges(prompt.text, /*add_special=*/false, prompt.data_ranges);
     if (vocab.special().add_bos && vocab.bos() != llm::kNoToken &&
         (tokens.empty() || tokens[0] != vocab.bos()))
       tokens.insert(tokens.begin(), vocab.bos());

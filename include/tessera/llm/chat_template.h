@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessera::gguf {
@@ -34,6 +35,16 @@ struct ChatOptions {
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   // What strftime_now() formats (UTC); unset: the system clock at render time.
   std::optional<std::chrono::system_clock::time_point> now;
+};
+
+// A rendered conversation and where its text came from, for tokenizing it safely
+// (Vocab::encode_with_plain_ranges): only the template's own text may spell control tokens.
+struct RenderedPrompt {
+  std::string text;
+  // [begin, end) byte ranges of `text` that came from the messages and the extra variables (or
+  // anything the template computed from them); sorted, disjoint. The rest is the template's own
+  // text, or bos_token / eos_token, which the caller vouches for.
+  std::vector<std::pair<size_t, size_t>> data_ranges;
 };
 
 // Bounds on one render (the defaults suit any real chat template and conversation).
@@ -62,7 +73,12 @@ class ChatTemplate {
   // tool_call_id, reasoning_content, ...) reach the template as they are. Error(InvalidArgument)
   // naming the message otherwise.
   std::string apply(const nlohmann::ordered_json& messages, const ChatOptions& options = {}) const;
+  // apply() with the byte ranges of the text that came from the messages and options.extra.
+  RenderedPrompt render_prompt(const nlohmann::ordered_json& messages, const ChatOptions& options = {}) const;
+  RenderedPrompt render_prompt(const std::vector<ChatMessage>& messages,
+                               const ChatOptions& options = {}) const;
   // Renders with exactly these variables (a JSON object), e.g. for templates used in other ways.
+  // JSON nested deeper than 256 levels (anywhere: messages, variables) is an Error(InvalidArgument).
   std::string render(const nlohmann::ordered_json& variables,
                      std::optional<std::chrono::system_clock::time_point> now = std::nullopt) const;
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessera::gguf {
@@ -107,6 +108,15 @@ class Vocab {
   // matches invalid bytes in a pre-tokenizer expression, so each run of them is a word.
   std::vector<Token> encode(std::string_view text, bool add_special, bool parse_special = false) const;
 
+  // encode(text, add_special, /*parse_special=*/true), except that a control or unknown token is
+  // read only where its whole text lies outside `plain` ([begin, end) byte ranges): a rendered
+  // chat prompt's user text (ChatTemplate::render_prompt's data_ranges) then cannot forge one,
+  // while the template's own text still can. Between the tokens read, the text is tokenized as one
+  // fragment exactly as encode does, so without control texts in `plain` the ids are encode's.
+  // User-defined tokens match everywhere, as in encode.
+  std::vector<Token> encode_with_plain_ranges(std::string_view text, bool add_special,
+                                              std::span<const std::pair<size_t, size_t>> plain) const;
+
   // One token's text as llama.cpp renders it: normal pieces with U+2581 -> ' ' (SentencePiece) or
   // mapped from GPT-2's byte alphabet back to bytes (BPE; the piece may end inside a UTF-8
   // sequence, see TokenStreamer), byte tokens as the raw byte, user-defined text verbatim,
@@ -133,6 +143,10 @@ class Vocab {
         std::vector<TokenType> types, SpecialTokens special);
 
   void check_id(Token id) const;
+  // encode's body. parse_special: control and unknown tokens are read, except where they overlap
+  // `plain` (sorted, disjoint [begin, end) ranges).
+  std::vector<Token> encode_(std::string_view text, bool add_special, bool parse_special,
+                             std::span<const std::pair<size_t, size_t>> plain) const;
   void find_end_of_generation_();
   // Appends the SentencePiece ids of one text fragment (no special tokens in it); `prefix` adds
   // the leading space.

@@ -46,6 +46,24 @@ int64_t int_arg(const Value* v, int64_t fallback, const char* what) {
   return v->as_int();
 }
 
+Value attribute_path(const Value& item, const std::string& path, Budget& budget);
+
+// The byte range of every character of s.
+std::vector<ByteRange> character_ranges(std::string_view s) {
+  std::vector<ByteRange> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = 0;
+    decode_utf8(s, i, &n);
+    out.push_back({i, i + n});
+    i += n;
+  }
+  return out;
+}
+
+MarkedString substring(const MarkedString& s, std::string_view part) {
+  return s.substr(static_cast<size_t>(part.data() - s.text().data()), part.size());
+}
+
 // Case mapping for ASCII, Latin-1, Greek and Cyrillic letters (the scripts chat text mostly uses).
 uint32_t map_case(uint32_t c, bool upper) {
   const auto in = [&](uint32_t lo, uint32_t hi) { return c >= lo && c <= hi; };
@@ -97,43 +115,45 @@ std::string capitalize(const std::string& s) {
   return change_case(s.substr(0, n), true) + s.substr(n);
 }
 
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count,
-                        Budget& budget) {
+// The kept bytes keep their origin, the inserted ones take the replacement's.
+MarkedString replace_all(const MarkedString& s, const std::string& from, const MarkedString& to,
+                         int64_t count, Budget& budget) {
   if (count == 0) return s;
-  std::string out;
+  MarkedString out;
   size_t done = 0;
   int64_t replaced = 0;
   if (from.empty()) {  // Python inserts `to` between characters (and at both ends)
-    for (const std::string& c : split_characters(s)) {
-      if (count < 0 || replaced < count) out += to, ++replaced;
-      out += c;
+    for (const ByteRange& c : character_ranges(s.text())) {
+      if (count < 0 || replaced < count) out.append(to), ++replaced;
+      out.append(s, c.begin, c.end - c.begin);
       budget.charge(out.size());
     }
-    if (count < 0 || replaced < count) out += to;
+    if (count < 0 || replaced < count) out.append(to);
     return out;
   }
   while (count < 0 || replaced < count) {
-    const size_t at = s.find(from, done);
+    const size_t at = s.text().find(from, done);
     if (at == std::string::npos) break;
     out.append(s, done, at - done);
-    out += to;
+    out.append(to);
     done = at + from.size();
     ++replaced;
     budget.charge(out.size());
   }
-  out.append(s, done);
+  out.append(s, done, s.size() - done);
   budget.charge(out.size());
   return out;
 }
 
-// Python's str.split(sep=None, maxsplit=-1).
-List split(const std::string& s, const Value* sep, int64_t maxsplit) {
+// Python's str.split(sep=None, maxsplit=-1); the pieces keep their bytes' origin.
+List split(const MarkedString& marked, const Value* sep, int64_t maxsplit) {
+  const std::string& s = marked.text();
   List out;
   if (sep == nullptr || sep->is_none() || sep->is_undefined()) {
     size_t i = space_prefix(s, 0);
     while (i < s.size()) {
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
-        out.emplace_back(std::string(trim_end(std::string_view(s).substr(i))));
+        out.emplace_back(marked.substr(i, trim_end(std::string_view(s).substr(i)).size()));
         break;
       }
       size_t j = i;
@@ -142,7 +162,7 @@ List split(const std::string& s, const Value* sep, int64_t maxsplit) {
         if (is_space(decode_utf8(s, j, &n))) break;
         j += n;
       }
-      out.emplace_back(s.substr(i, j - i));
+      out.emplace_back(marked.substr(i, j - i));
       i = j + space_prefix(s, j);
     }
     return out;
@@ -153,10 +173,34 @@ List split(const std::string& s, const Value* sep, int64_t maxsplit) {
   while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
     const size_t at = s.find(d, done);
     if (at == std::string::npos) break;
-    out.emplace_back(s.substr(done, at - done));
+    out.emplace_back(marked.substr(done, at - done));
     done = at + d.size();
   }
-  out.emplace_back(s.substr(done));
+  out.emplace_back(marked.substr(done, s.size() - done));
+  return out;
+}
+
+// Python's strip family: a substring, so every byte keeps its origin.
+MarkedString strip(const MarkedString& s, const Value* chars, bool left, bool right, const char* what) {
+  if (chars != nullptr && !chars->is_none() && !chars->is_undefined())
+    return substring(s, strip_chars(s.text(), string_arg(chars, what), left, right));
+  std::string_view v = s.text();
+  if (left) v = trim_start(v);
+  if (right) v = trim_end(v);
+  return substring(s, v);
+}
+
+// join's items with a separator between them (each keeping its origin).
+MarkedString join(const List& items, const MarkedString& separator, const std::string* attribute,
+                  Budget& budget) {
+  MarkedString out;
+  bool first = true;
+  for (const Value& item : items) {
+    if (!first) out.append(separator);
+    first = false;
+    out.append(to_marked_concat(attribute != nullptr ? attribute_path(item, *attribute, budget) : item));
+    budget.charge(out.size());
+  }
   return out;
 }
 
@@ -180,25 +224,26 @@ Value bound(const std::string& name, std::function<Value(const Arguments&)> f) {
   return Value(Function{name, std::move(f)});
 }
 
-Value string_method(const std::string& s, const std::string& name, Budget& budget) {
-  const auto strip = [s](bool left, bool right) {
-    return [s, left, right](const Arguments& a) -> Value {
-      const Value* chars = a.get(0, "chars");
-      if (chars != nullptr && !chars->is_none() && !chars->is_undefined())
-        return Value(strip_chars(s, string_arg(chars, "strip()'s characters"), left, right));
-      std::string_view v = s;
-      if (left) v = trim_start(v);
-      if (right) v = trim_end(v);
-      return Value(std::string(v));
+Value string_method(const Value& self, const std::string& name, Budget& budget) {
+  const std::string& s = self.as_string();
+  const auto stripper = [self](bool left, bool right) {
+    return [self, left, right](const Arguments& a) -> Value {
+      return Value(strip(self.as_marked(), a.get(0, "chars"), left, right, "strip()'s characters"));
     };
   };
-  if (name == "strip") return bound(name, strip(true, true));
-  if (name == "lstrip") return bound(name, strip(true, false));
-  if (name == "rstrip") return bound(name, strip(false, true));
-  if (name == "upper") return bound(name, [s](const Arguments&) { return Value(change_case(s, true)); });
-  if (name == "lower") return bound(name, [s](const Arguments&) { return Value(change_case(s, false)); });
-  if (name == "title") return bound(name, [s](const Arguments&) { return Value(title_case(s)); });
-  if (name == "capitalize") return bound(name, [s](const Arguments&) { return Value(capitalize(s)); });
+  if (name == "strip") return bound(name, stripper(true, true));
+  if (name == "lstrip") return bound(name, stripper(true, false));
+  if (name == "rstrip") return bound(name, stripper(false, true));
+  // Case changes keep each byte's origin while they keep the length (see remapped).
+  const auto cased = [self](std::string (*change)(const std::string&)) {
+    return [self, change](const Arguments&) {
+      return Value(self.as_marked().remapped(change(self.as_string())));
+    };
+  };
+  if (name == "upper") return bound(name, cased([](const std::string& x) { return change_case(x, true); }));
+  if (name == "lower") return bound(name, cased([](const std::string& x) { return change_case(x, false); }));
+  if (name == "title") return bound(name, cased(title_case));
+  if (name == "capitalize") return bound(name, cased(capitalize));
   if (name == "startswith")
     return bound(
         name, [s](const Arguments& a) { return Value(starts_or_ends(s, a.get(0, ""), true, "startswith")); });
@@ -206,14 +251,15 @@ Value string_method(const std::string& s, const std::string& name, Budget& budge
     return bound(
         name, [s](const Arguments& a) { return Value(starts_or_ends(s, a.get(0, ""), false, "endswith")); });
   if (name == "split")
-    return bound(name, [s](const Arguments& a) {
-      return Value(split(s, a.get(0, "sep"), int_arg(a.get(1, "maxsplit"), -1, "maxsplit")));
+    return bound(name, [self](const Arguments& a) {
+      return Value(split(self.as_marked(), a.get(0, "sep"), int_arg(a.get(1, "maxsplit"), -1, "maxsplit")));
     });
   if (name == "replace")
-    return bound(name, [s, &budget](const Arguments& a) {
-      return Value(replace_all(s, string_arg(a.get(0, "old"), "replace()'s old"),
-                               string_arg(a.get(1, "new"), "replace()'s new"),
-                               int_arg(a.get(2, "count"), -1, "count"), budget));
+    return bound(name, [self, &budget](const Arguments& a) {
+      string_arg(a.get(1, "new"), "replace()'s new");
+      return Value(replace_all(self.as_marked(), string_arg(a.get(0, "old"), "replace()'s old"),
+                               a.get(1, "new")->as_marked(), int_arg(a.get(2, "count"), -1, "count"),
+                               budget));
     });
   if (name == "find")
     return bound(name, [s](const Arguments& a) {
@@ -230,18 +276,10 @@ Value string_method(const std::string& s, const std::string& name, Budget& budge
       return Value(n);
     });
   if (name == "join")
-    return bound(name, [s, &budget](const Arguments& a) {
+    return bound(name, [self, &budget](const Arguments& a) {
       const Value* items = a.get(0, "iterable");
       if (items == nullptr) throw RuntimeError("join() needs a list");
-      std::string out;
-      bool first = true;
-      for (const Value& v : iterate(*items, "join()")) {
-        if (!first) out += s;
-        first = false;
-        out += to_concat_string(v);
-        budget.charge(out.size());
-      }
-      return Value(std::move(out));
+      return Value(join(iterate(*items, "join()"), self.as_marked(), nullptr, budget));
     });
   const auto all_chars = [s](bool (*pred)(char)) {
     return [s, pred](const Arguments&) { return Value(!s.empty() && std::all_of(s.begin(), s.end(), pred)); };
@@ -259,13 +297,13 @@ Value dict_method(const Value& d, const std::string& name) {
   if (name == "items")
     return bound(name, [d](const Arguments&) {
       List out;
-      for (const auto& [k, v] : d.as_dict().items()) out.emplace_back(List{Value(k), v});
+      for (const auto& [k, v] : d.as_dict().items()) out.emplace_back(List{d.as_dict().key(k), v});
       return Value(std::move(out));
     });
   if (name == "keys")
     return bound(name, [d](const Arguments&) {
       List out;
-      for (const auto& kv : d.as_dict().items()) out.emplace_back(kv.first);
+      for (const auto& kv : d.as_dict().items()) out.push_back(d.as_dict().key(kv.first));
       return Value(std::move(out));
     });
   if (name == "values")
@@ -340,7 +378,7 @@ bool parse_number_prefix(const std::string& s, bool as_float, Value* out) {
   return true;
 }
 
-std::string html_escape(const std::string& s) {
+std::string html_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
@@ -395,12 +433,13 @@ List iterate(const Value& v, const char* what) {
   if (v.is_list()) return v.as_list();
   if (v.is_dict()) {
     List keys;
-    for (const auto& kv : v.as_dict().items()) keys.emplace_back(kv.first);
+    for (const auto& kv : v.as_dict().items()) keys.push_back(v.as_dict().key(kv.first));
     return keys;
   }
   if (v.is_string()) {
     List chars;
-    for (std::string& c : split_characters(v.as_string())) chars.emplace_back(std::move(c));
+    for (const ByteRange& c : character_ranges(v.as_string()))
+      chars.emplace_back(v.as_marked().substr(c.begin, c.end - c.begin));
     return chars;
   }
   throw RuntimeError(
@@ -414,7 +453,7 @@ Value get_attribute(const Value& obj, const std::string& name, Budget& budget) {
   }
   if (obj.is_string()) {
     if (name == "length") return Value(static_cast<int64_t>(count_characters(obj.as_string())));
-    return string_method(obj.as_string(), name, budget);
+    return string_method(obj, name, budget);
   }
   if (obj.is_list() && name == "length") return Value(static_cast<int64_t>(obj.as_list().size()));
   return Value();
@@ -434,10 +473,12 @@ Value get_item(const Value& obj, const Value& key, Budget& budget) {
       const int64_t i = key.as_int() < 0 ? key.as_int() + n : key.as_int();
       return i >= 0 && i < n ? items[static_cast<size_t>(i)] : Value();
     }
-    const std::vector<std::string> chars = split_characters(obj.as_string());
+    const std::vector<ByteRange> chars = character_ranges(obj.as_string());
     const int64_t n = static_cast<int64_t>(chars.size());
     const int64_t i = key.as_int() < 0 ? key.as_int() + n : key.as_int();
-    return i >= 0 && i < n ? Value(chars[static_cast<size_t>(i)]) : Value();
+    if (i < 0 || i >= n) return Value();
+    const ByteRange& c = chars[static_cast<size_t>(i)];
+    return Value(obj.as_marked().substr(c.begin, c.end - c.begin));
   }
   if (key.is_string()) return get_attribute(obj, key.as_string(), budget);
   if (obj.is_undefined() || obj.is_none()) return Value();
@@ -456,8 +497,8 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   const Value *b = index(start, "start"), *e = index(stop, "stop"), *s = index(step, "step");
   const int64_t st = s != nullptr ? s->as_int() : 1;
   if (st == 0) throw RuntimeError("a slice step cannot be zero");
-  std::vector<std::string> chars;
-  if (obj.is_string()) chars = split_characters(obj.as_string());
+  std::vector<ByteRange> chars;
+  if (obj.is_string()) chars = character_ranges(obj.as_string());
   const int64_t n =
       obj.is_list() ? static_cast<int64_t>(obj.as_list().size()) : static_cast<int64_t>(chars.size());
   // Python's slice.indices().
@@ -470,12 +511,14 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   };
   const int64_t from = clamp(b, st > 0 ? 0 : n - 1), to = clamp(e, st > 0 ? n : -1);
   List items;
-  std::string text;
+  MarkedString text;  // each character keeps its origin
   for (int64_t i = from; st > 0 ? i < to : i > to; i += st) {
-    if (obj.is_list())
+    if (obj.is_list()) {
       items.push_back(obj.as_list()[static_cast<size_t>(i)]);
-    else
-      text += chars[static_cast<size_t>(i)];
+    } else {
+      const ByteRange& c = chars[static_cast<size_t>(i)];
+      text.append(obj.as_marked(), c.begin, c.end - c.begin);
+    }
   }
   return obj.is_list() ? Value(std::move(items)) : Value(std::move(text));
 }
@@ -545,31 +588,30 @@ Value filter_tojson(const Value& v, const Arguments& a) {
     o.item_separator = sep->as_list()[0].as_string();
     o.key_separator = sep->as_list()[1].as_string();
   }
-  return Value(to_json(v, o));
+  return Value(to_marked_json(v, o));
 }
 
 Value filter_indent(const Value& v, const Arguments& a, Budget& budget) {
   if (!v.is_string()) type_error("the filter 'indent'", v);
   const Value* width = a.get(0, "width");
-  std::string pad(4, ' ');
+  MarkedString pad(std::string(4, ' '));
   if (width != nullptr && width->is_string())
-    pad = width->as_string();
+    pad = width->as_marked();
   else if (width != nullptr)
-    pad = std::string(
-        static_cast<size_t>(std::clamp<int64_t>(int_arg(width, 4, "indent's width"), 0, 1 << 16)), ' ');
+    pad = MarkedString(std::string(
+        static_cast<size_t>(std::clamp<int64_t>(int_arg(width, 4, "indent's width"), 0, 1 << 16)), ' '));
   const bool first = bool_arg(a.get(1, "first"), false), blank = bool_arg(a.get(2, "blank"), false);
-  std::string out;
+  MarkedString out;
   size_t line = 0, start = 0;
   const std::string& s = v.as_string();
   while (true) {
     const size_t nl = s.find('\n', start);
-    const std::string_view text =
-        std::string_view(s).substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-    if ((first || line > 0) && (blank || !text.empty())) out += pad;
-    out += text;
+    const size_t length = (nl == std::string::npos ? s.size() : nl) - start;
+    if ((first || line > 0) && (blank || length > 0)) out.append(pad);
+    out.append(v.as_marked(), start, length);
     budget.charge(out.size());
     if (nl == std::string::npos) break;
-    out += '\n';
+    out.append(v.as_marked(), nl, 1);
     start = nl + 1;
     ++line;
   }
@@ -648,7 +690,7 @@ Value filter_dictsort(const Value& v, const Arguments& a) {
     throw RuntimeError("dictsort's by must be 'key' or 'value'");
   const bool reverse = bool_arg(a.get(2, "reverse"), false);
   List items;
-  for (const auto& [k, x] : v.as_dict().items()) items.emplace_back(List{Value(k), x});
+  for (const auto& [k, x] : v.as_dict().items()) items.emplace_back(List{v.as_dict().key(k), x});
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
     const int c = sort_compare(x.as_list()[by_value ? 1 : 0], y.as_list()[by_value ? 1 : 0], case_sensitive);
     return reverse ? c > 0 : c < 0;
@@ -673,7 +715,7 @@ Value filter_round(const Value& v, const Arguments& a) {
     r = std::ceil(x);
   else
     throw RuntimeError("round's method must be 'common', 'floor' or 'ceil'");
-  return Value(r / scale);
+  return Value(r / scale).with_data(v.has_data());
 }
 
 Value filter_number(const std::string& name, const Value& v, const Arguments& a) {
@@ -682,14 +724,17 @@ Value filter_number(const std::string& name, const Value& v, const Arguments& a)
   const Value def = fallback != nullptr ? *fallback : (as_float ? Value(0.0) : Value(int64_t{0}));
   if (v.is_string()) {
     Value out;
-    return parse_number_prefix(v.as_string(), as_float, &out) ? out : def;
+    return parse_number_prefix(v.as_string(), as_float, &out) ? out.with_data(v.has_data()) : def;
   }
-  if (v.is_bool()) return as_float ? Value(v.as_bool() ? 1.0 : 0.0) : Value(int64_t{v.as_bool() ? 1 : 0});
-  if (v.is_int()) return as_float ? Value(static_cast<double>(v.as_int())) : v;
+  if (v.is_bool())
+    return (as_float ? Value(v.as_bool() ? 1.0 : 0.0) : Value(int64_t{v.as_bool() ? 1 : 0}))
+        .with_data(v.has_data());
+  if (v.is_int()) return as_float ? Value(static_cast<double>(v.as_int())).with_data(v.has_data()) : v;
   if (v.is_float()) {
     if (as_float) return v;
     const double d = std::trunc(v.as_number());
-    return std::isfinite(d) && std::fabs(d) < 9.2e18 ? Value(static_cast<int64_t>(d)) : def;
+    return std::isfinite(d) && std::fabs(d) < 9.2e18 ? Value(static_cast<int64_t>(d)).with_data(v.has_data())
+                                                     : def;
   }
   return def;
 }
@@ -719,7 +764,7 @@ Value apply_filter(const std::string& name, const Value& v, const Arguments& a, 
   };
   if (name == "safe") return v;
   if (name == "tojson") return filter_tojson(v, a);
-  if (name == "string") return v.is_string() ? v : Value(to_output(v));
+  if (name == "string") return v.is_string() ? v : Value(to_marked_output(v));
   if (name == "length" || name == "count") {
     if (v.is_list()) return Value(static_cast<int64_t>(v.as_list().size()));
     if (v.is_dict()) return Value(static_cast<int64_t>(v.as_dict().size()));
@@ -735,9 +780,10 @@ Value apply_filter(const std::string& name, const Value& v, const Arguments& a, 
   if (name == "list") return Value(iterate(v, "list"));
   if (name == "reverse") {
     if (v.is_string()) {
-      std::vector<std::string> chars = split_characters(v.as_string());
-      std::string out;
-      for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
+      const std::vector<ByteRange> chars = character_ranges(v.as_string());
+      MarkedString out;
+      for (auto it = chars.rbegin(); it != chars.rend(); ++it)
+        out.append(v.as_marked(), it->begin, it->end - it->begin);
       return Value(std::move(out));
     }
     List items = iterate(v, "reverse");
@@ -746,18 +792,10 @@ Value apply_filter(const std::string& name, const Value& v, const Arguments& a, 
   }
   if (name == "join") {
     const Value* sep = a.get(0, "d");
-    const std::string separator = sep != nullptr ? string_arg(sep, "join's separator") : "";
+    if (sep != nullptr) string_arg(sep, "join's separator");
     const Value* attr = a.get(1, "attribute");
-    std::string out;
-    bool first = true;
-    for (const Value& item : iterate(v, "join")) {
-      if (!first) out += separator;
-      first = false;
-      out += to_concat_string(attr != nullptr ? attribute_path(item, string_arg(attr, "attribute"), budget)
-                                              : item);
-      budget.charge(out.size());
-    }
-    return Value(std::move(out));
+    const std::string* path = attr != nullptr ? &string_arg(attr, "attribute") : nullptr;
+    return Value(join(iterate(v, "join"), sep != nullptr ? sep->as_marked() : MarkedString(), path, budget));
   }
   if (name == "unique") {
     List out;
@@ -768,25 +806,26 @@ Value apply_filter(const std::string& name, const Value& v, const Arguments& a, 
     }
     return Value(std::move(out));
   }
-  if (name == "upper") return Value(change_case(need_string(), true));
-  if (name == "lower") return Value(change_case(need_string(), false));
-  if (name == "title") return Value(title_case(need_string()));
-  if (name == "capitalize") return Value(capitalize(need_string()));
+  // Case changes keep each byte's origin while they keep the length (see remapped).
+  if (name == "upper") return Value(v.as_marked().remapped(change_case(need_string(), true)));
+  if (name == "lower") return Value(v.as_marked().remapped(change_case(need_string(), false)));
+  if (name == "title") return Value(v.as_marked().remapped(title_case(need_string())));
+  if (name == "capitalize") return Value(v.as_marked().remapped(capitalize(need_string())));
   if (name == "trim") {
-    const Value* chars = a.get(0, "chars");
-    if (chars != nullptr && !chars->is_none())
-      return Value(strip_chars(need_string(), string_arg(chars, "trim's characters"), true, true));
-    return Value(std::string(trim(need_string())));
+    need_string();
+    return Value(strip(v.as_marked(), a.get(0, "chars"), true, true, "trim's characters"));
   }
   if (name == "indent") return filter_indent(v, a, budget);
-  if (name == "replace")
-    return Value(replace_all(need_string(), string_arg(a.get(0, "old"), "replace's old"),
-                             string_arg(a.get(1, "new"), "replace's new"),
-                             int_arg(a.get(2, "count"), -1, "count"), budget));
+  if (name == "replace") {
+    need_string();
+    string_arg(a.get(1, "new"), "replace's new");
+    return Value(replace_all(v.as_marked(), string_arg(a.get(0, "old"), "replace's old"),
+                             a.get(1, "new")->as_marked(), int_arg(a.get(2, "count"), -1, "count"), budget));
+  }
   if (name == "int" || name == "float") return filter_number(name, v, a);
   if (name == "abs") {
-    if (v.is_int()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
-    if (v.is_float()) return Value(std::fabs(v.as_number()));
+    if (v.is_int()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int()).with_data(v.has_data());
+    if (v.is_float()) return Value(std::fabs(v.as_number())).with_data(v.has_data());
     type_error("the filter 'abs'", v);
   }
   if (name == "bool") return Value(v.truthy());
@@ -794,7 +833,7 @@ Value apply_filter(const std::string& name, const Value& v, const Arguments& a, 
     if (v.is_undefined()) return Value(List{});
     if (!v.is_dict()) type_error("the filter 'items'", v);
     List out;
-    for (const auto& [k, x] : v.as_dict().items()) out.emplace_back(List{Value(k), x});
+    for (const auto& [k, x] : v.as_dict().items()) out.emplace_back(List{v.as_dict().key(k), x});
     return Value(std::move(out));
   }
   if (name == "dictsort") return filter_dictsort(v, a);
@@ -833,15 +872,21 @@ Value apply_filter(const std::string& name, const Value& v, const Arguments& a, 
       const Value x = attr != nullptr ? attribute_path(item, string_arg(attr, "attribute"), budget) : item;
       if (!(x.is_number() || x.is_bool()) || !(total.is_number() || total.is_bool()))
         type_error("the filter 'sum'", x);
-      total = x.is_float() || total.is_float() ? Value(total.as_number() + x.as_number())
-                                               : Value(total.as_int() + x.as_int());
+      total = (x.is_float() || total.is_float() ? Value(total.as_number() + x.as_number())
+                                                : Value(total.as_int() + x.as_int()))
+                  .with_data(x.has_data() || total.has_data());
     }
     return total;
   }
   if (name == "min" || name == "max") return min_max(v, a, name == "max", budget);
-  if (name == "escape" || name == "e")
-    return Value(html_escape(v.is_string() ? v.as_string() : to_output(v)));
-  if (name == "wordcount") return Value(static_cast<int64_t>(split(need_string(), nullptr, -1).size()));
+  if (name == "escape" || name == "e") {  // not tracked byte by byte: the conservative rule
+    const MarkedString text = to_marked_output(v);
+    return Value(MarkedString(html_escape(text.text()), text.has_data()));
+  }
+  if (name == "wordcount") {
+    need_string();
+    return Value(static_cast<int64_t>(split(v.as_marked(), nullptr, -1).size()));
+  }
   if (name == "attr") return get_attribute(v, string_arg(a.get(0, "name"), "attr's name"), budget);
   throw RuntimeError(fmt::format("unknown filter '{}'", name));
 }

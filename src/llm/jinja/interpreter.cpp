@@ -53,15 +53,22 @@ int64_t floor_div(int64_t a, int64_t b) {
   return q;
 }
 
+Value arithmetic_numbers(const std::string& op, const Value& a, const Value& b);
+
 Value arithmetic(const std::string& op, const Value& a, const Value& b, Budget& budget) {
   if (op == "*" && ((a.is_string() && b.is_int()) || (a.is_int() && b.is_string()))) {
-    const std::string& s = a.is_string() ? a.as_string() : b.as_string();
+    const MarkedString& s = a.is_string() ? a.as_marked() : b.as_marked();
     const int64_t n = std::max<int64_t>(0, a.is_int() ? a.as_int() : b.as_int());
     if (n > 0 && s.size() > 0) budget.charge(s.size() * static_cast<size_t>(std::min<int64_t>(n, INT32_MAX)));
-    std::string out;
-    for (int64_t i = 0; i < n; ++i) out += s;
+    MarkedString out;
+    for (int64_t i = 0; i < n; ++i) out.append(s);
     return Value(std::move(out));
   }
+  // A number computed from data is data.
+  return arithmetic_numbers(op, a, b).with_data(a.has_data() || b.has_data());
+}
+
+Value arithmetic_numbers(const std::string& op, const Value& a, const Value& b) {
   if (!numeric_like(a) || !numeric_like(b))
     throw RuntimeError(fmt::format("cannot apply '{}' to {} and {}", op, a.type_name(), b.type_name()));
   const bool floating = a.is_float() || b.is_float();
@@ -125,16 +132,20 @@ bool contains(const Value& item, const Value& container) {
   throw RuntimeError(fmt::format("'in' needs a list, dict or string, not {}", container.type_name()));
 }
 
+// `~` and string `+`: each byte keeps its origin.
+Value concat(const Value& a, const Value& b, Budget& budget) {
+  MarkedString s = to_marked_concat(a);
+  s.append(to_marked_concat(b));
+  budget.charge(s.size());
+  return Value(std::move(s));
+}
+
 Value binary(const std::string& op, const Value& a, const Value& b, Budget& budget) {
   if (op == "==") return Value(equals(a, b));
   if (op == "!=") return Value(!equals(a, b));
   if (op == "in") return Value(contains(a, b));
   if (op == "not in") return Value(!contains(a, b));
-  if (op == "~") {
-    std::string s = to_concat_string(a) + to_concat_string(b);
-    budget.charge(s.size());
-    return Value(std::move(s));
-  }
+  if (op == "~") return concat(a, b, budget);
   if (op == "<") return Value(compare(a, b) < 0);
   if (op == ">") return Value(compare(a, b) > 0);
   if (op == "<=") return Value(compare(a, b) <= 0);
@@ -147,11 +158,7 @@ Value binary(const std::string& op, const Value& a, const Value& b, Budget& budg
       budget.charge(out.size() * sizeof(Value));
       return Value(std::move(out));
     }
-    if (a.is_string() || b.is_string()) {
-      std::string s = to_concat_string(a) + to_concat_string(b);
-      budget.charge(s.size());
-      return Value(std::move(s));
-    }
+    if (a.is_string() || b.is_string()) return concat(a, b, budget);
   }
   return arithmetic(op, a, b, budget);
 }
@@ -168,8 +175,8 @@ class Interpreter {
 
   Budget& budget() { return budget_; }
 
-  std::string run(const Body& body, Scope& globals) {
-    std::string out;
+  MarkedString run(const Body& body, Scope& globals) {
+    MarkedString out;
     exec(body, globals, out);
     return out;
   }
@@ -179,15 +186,23 @@ class Interpreter {
 
   [[noreturn]] void fail(size_t pos, const std::string& message) { template_error(source_, pos, message); }
 
-  void append(std::string& out, std::string_view s) {
-    if (out.size() + s.size() > budget_.limits().max_output)
+  void check_output(const MarkedString& out, size_t more) {
+    if (out.size() + more > budget_.limits().max_output)
       throw RuntimeError(
           fmt::format("the output exceeds the limit of {} bytes", budget_.limits().max_output));
-    budget_.charge(s.size());
+    budget_.charge(more);
+  }
+  // The template's own text.
+  void append(MarkedString& out, std::string_view s) {
+    check_output(out, s.size());
+    out.append(s);
+  }
+  void append(MarkedString& out, const MarkedString& s) {
+    check_output(out, s.size());
     out.append(s);
   }
 
-  Flow exec(const Body& body, Scope& scope, std::string& out) {
+  Flow exec(const Body& body, Scope& scope, MarkedString& out) {
     for (const auto& s : body) {
       const Flow f = exec_stmt(*s, scope, out);
       if (f != Flow::Normal) return f;
@@ -195,20 +210,20 @@ class Interpreter {
     return Flow::Normal;
   }
 
-  std::string capture(const Body& body, Scope& scope) {
-    std::string out;
+  MarkedString capture(const Body& body, Scope& scope) {
+    MarkedString out;
     exec(body, scope, out);
     return out;
   }
 
-  Flow exec_stmt(const Stmt& s, Scope& scope, std::string& out) {
+  Flow exec_stmt(const Stmt& s, Scope& scope, MarkedString& out) {
     try {
       switch (s.kind) {
         case Stmt::Kind::Text:
           append(out, s.text);
           return Flow::Normal;
         case Stmt::Kind::Output:
-          append(out, to_output(eval(*s.expr, scope)));
+          append(out, to_marked_output(eval(*s.expr, scope)));
           return Flow::Normal;
         case Stmt::Kind::If:
           return exec(eval(*s.expr, scope).truthy() ? s.body : s.else_body, scope, out);
@@ -221,11 +236,12 @@ class Interpreter {
           define_macro(s, scope);
           return Flow::Normal;
         case Stmt::Kind::CallBlock:
-          append(out, to_output(call_block(s, scope)));
+          append(out, to_marked_output(call_block(s, scope)));
           return Flow::Normal;
         case Stmt::Kind::FilterBlock: {
           const Value body(capture(s.body, scope));
-          append(out, to_output(apply_filter(s.expr->name, body, eval_args(s.expr->args, scope), budget_)));
+          append(out,
+                 to_marked_output(apply_filter(s.expr->name, body, eval_args(s.expr->args, scope), budget_)));
           return Flow::Normal;
         }
         case Stmt::Kind::Break:
@@ -253,7 +269,7 @@ class Interpreter {
     for (size_t i = 0; i < targets.size(); ++i) scope.set(targets[i], item.as_list()[i]);
   }
 
-  Flow exec_for(const Stmt& s, Scope& scope, std::string& out) {
+  Flow exec_for(const Stmt& s, Scope& scope, MarkedString& out) {
     Scope& loop_scope = *new_scope(&scope);
     List all = iterate(eval(*s.expr, scope), "a for loop");
     List items;
@@ -426,6 +442,7 @@ class Interpreter {
           const Value key = eval(*e.kids[i], scope);
           if (!key.is_string())
             throw RuntimeError(fmt::format("a dict key must be a string, not {}", key.type_name()));
+          if (key.has_data()) d.as_dict().mark_keys_from_data();
           d.as_dict().set(key.as_string(), eval(*e.kids[i + 1], scope));
         }
         return d;
@@ -456,10 +473,10 @@ class Interpreter {
         if (e.name == "not") return Value(!v.truthy());
         if (!numeric_like(v))
           throw RuntimeError(fmt::format("cannot apply unary '{}' to {}", e.name, v.type_name()));
-        if (e.name == "+") return v.is_float() ? v : Value(v.as_int());
-        if (v.is_float()) return Value(-v.as_number());
+        if (e.name == "+") return v.is_float() ? v : Value(v.as_int()).with_data(v.has_data());
+        if (v.is_float()) return Value(-v.as_number()).with_data(v.has_data());
         if (v.as_int() == INT64_MIN) throw RuntimeError("integer overflow in unary '-'");
-        return Value(-v.as_int());
+        return Value(-v.as_int()).with_data(v.has_data());
       }
       case Expr::Kind::Binary: {
         const Value a = eval(*e.kids[0], scope);
@@ -551,11 +568,13 @@ void add_globals(Scope& g, Budget& budget, std::chrono::system_clock::time_point
       if (!a.positional.empty()) {
         const Value& src = a.positional[0];
         if (src.is_dict()) {
+          if (src.as_dict().keys_from_data()) d.as_dict().mark_keys_from_data();
           for (const auto& [k, v] : src.as_dict().items()) d.as_dict().set(k, v);
         } else if (src.is_list()) {
           for (const Value& pair : src.as_list()) {
             if (!pair.is_list() || pair.as_list().size() != 2 || !pair.as_list()[0].is_string())
               throw RuntimeError("expected a list of [key, value] pairs with string keys");
+            if (pair.as_list()[0].has_data()) d.as_dict().mark_keys_from_data();
             d.as_dict().set(pair.as_list()[0].as_string(), pair.as_list()[1]);
           }
         } else {
@@ -568,12 +587,13 @@ void add_globals(Scope& g, Budget& budget, std::chrono::system_clock::time_point
   };
   g.set("namespace", Value(Function{"namespace", make_dict(true)}));
   g.set("dict", Value(Function{"dict", make_dict(false)}));
-  g.set("strftime_now", Value(Function{"strftime_now", [now](const Arguments& a) {
-                                         const Value* f = a.get(0, "format");
-                                         if (f == nullptr || !f->is_string())
-                                           throw RuntimeError("strftime_now() needs a format string");
-                                         return Value(format_time(f->as_string(), now));
-                                       }}));
+  g.set("strftime_now",
+        Value(Function{"strftime_now", [now](const Arguments& a) {
+                         const Value* f = a.get(0, "format");
+                         if (f == nullptr || !f->is_string())
+                           throw RuntimeError("strftime_now() needs a format string");
+                         return Value(format_time(f->as_string(), now)).with_data(f->has_data());
+                       }}));
 }
 
 }  // namespace
@@ -658,8 +678,8 @@ Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
-std::string Template::render(const std::vector<std::pair<std::string, Value>>& variables,
-                             const Limits& limits, std::chrono::system_clock::time_point now) const {
+MarkedString Template::render(const std::vector<std::pair<std::string, Value>>& variables,
+                              const Limits& limits, std::chrono::system_clock::time_point now) const {
   Interpreter interpreter(*source_, limits);
   Scope& globals = *interpreter.new_scope(nullptr);
   add_globals(globals, interpreter.budget(), now);

@@ -38,8 +38,10 @@ class Template {
   Template& operator=(Template&&) noexcept;
 
   // Renders with `variables` (which may override the globals). `now` is what strftime_now formats.
-  std::string render(const std::vector<std::pair<std::string, Value>>& variables, const Limits& limits,
-                     std::chrono::system_clock::time_point now) const;
+  // The text keeps which bytes came from the variables' data (see marked_string.h): the
+  // template's own text and the values it computes itself are literal.
+  MarkedString render(const std::vector<std::pair<std::string, Value>>& variables, const Limits& limits,
+                      std::chrono::system_clock::time_point now) const;
 
  private:
   std::unique_ptr<Source> source_;

@@ -113,18 +113,16 @@ std::string_view trim_start(std::string_view s) { return s.substr(space_prefix(s
 std::string_view trim_end(std::string_view s) { return s.substr(0, s.size() - space_suffix(s, s.size())); }
 std::string_view trim(std::string_view s) { return trim_end(trim_start(s)); }
 
-std::string strip_chars(std::string_view s, std::string_view chars, bool left, bool right) {
+std::string_view strip_chars(std::string_view s, std::string_view chars, bool left, bool right) {
   const std::vector<std::string> set = split_characters(chars);
-  std::vector<std::string> cs = split_characters(s);
+  const std::vector<std::string> cs = split_characters(s);
   const auto in_set = [&](const std::string& c) { return std::find(set.begin(), set.end(), c) != set.end(); };
-  size_t b = 0, e = cs.size();
+  size_t b = 0, e = cs.size(), from = 0, to = s.size();
   if (left)
-    while (b < e && in_set(cs[b])) ++b;
+    while (b < e && in_set(cs[b])) from += cs[b++].size();
   if (right)
-    while (e > b && in_set(cs[e - 1])) --e;
-  std::string out;
-  for (size_t i = b; i < e; ++i) out += cs[i];
-  return out;
+    while (e > b && in_set(cs[e - 1])) to -= cs[--e].size();
+  return s.substr(from, to - from);
 }
 
 std::string ascii_upper(std::string_view s) {

@@ -26,8 +26,8 @@ size_t space_suffix(std::string_view s, size_t end);
 std::string_view trim(std::string_view s);
 std::string_view trim_start(std::string_view s);
 std::string_view trim_end(std::string_view s);
-// Python's strip(chars): removes any of `chars`' characters from the ends.
-std::string strip_chars(std::string_view s, std::string_view chars, bool left, bool right);
+// Python's strip(chars): removes any of `chars`' characters from the ends (a view of s).
+std::string_view strip_chars(std::string_view s, std::string_view chars, bool left, bool right);
 
 std::string ascii_upper(std::string_view s);
 std::string ascii_lower(std::string_view s);

@@ -24,6 +24,19 @@ const Value* Arguments::keyword_arg(std::string_view name) const {
 
 Value Value::new_dict(bool is_namespace) { return Value(std::make_shared<Dict>(is_namespace)); }
 
+Value Value::with_data(bool from_data) const {
+  if (!from_data) return *this;
+  Value v = *this;
+  if (kind_ == Kind::String) {
+    MarkedString s = *string_;
+    s.mark_all_data();
+    v.string_ = std::make_shared<MarkedString>(std::move(s));
+  } else if (kind_ == Kind::Bool || kind_ == Kind::Int || kind_ == Kind::Float) {
+    v.data_ = true;
+  }
+  return v;
+}
+
 bool Value::is_namespace() const noexcept { return kind_ == Kind::Dict && dict_->is_namespace(); }
 
 bool Value::truthy() const noexcept {
@@ -107,7 +120,10 @@ bool numeric_like(const Value& v) { return v.is_number() || v.is_bool(); }
 
 }  // namespace
 
-bool equals(const Value& a, const Value& b) {
+namespace {
+
+bool equals_at(const Value& a, const Value& b, int depth) {
+  if (depth > kMaxNesting) throw RuntimeError(fmt::format("values nested deeper than {}", kMaxNesting));
   if (numeric_like(a) && numeric_like(b)) {
     if (a.is_float() || b.is_float()) return a.as_number() == b.as_number();
     return a.as_int() == b.as_int();
@@ -122,7 +138,7 @@ bool equals(const Value& a, const Value& b) {
       const List &x = a.as_list(), &y = b.as_list();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
-        if (!equals(x[i], y[i])) return false;
+        if (!equals_at(x[i], y[i], depth + 1)) return false;
       return true;
     }
     case Value::Kind::Dict: {
@@ -130,7 +146,7 @@ bool equals(const Value& a, const Value& b) {
       if (x.size() != y.size()) return false;
       for (const auto& [k, v] : x.items()) {
         const Value* w = y.find(k);
-        if (w == nullptr || !equals(v, *w)) return false;
+        if (w == nullptr || !equals_at(v, *w, depth + 1)) return false;
       }
       return true;
     }
@@ -138,6 +154,10 @@ bool equals(const Value& a, const Value& b) {
       return a.same_object(b);
   }
 }
+
+}  // namespace
+
+bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
 
 int compare(const Value& a, const Value& b) {
   if (numeric_like(a) && numeric_like(b)) {
@@ -240,7 +260,9 @@ void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
   out += '"';
 }
 
-void json_value(std::string& out, const Value& v, const JsonOptions& o, int depth) {
+void json_value(std::string& out, const Value& v, const JsonOptions& o, int depth, bool& has_data) {
+  if (depth > kMaxNesting) throw RuntimeError(fmt::format("values nested deeper than {}", kMaxNesting));
+  has_data = has_data || v.has_data();
   switch (v.kind()) {
     case Value::Kind::Undefined:
       out += o.undefined_as_null ? "null" : "undefined";
@@ -277,7 +299,7 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int dept
     for (size_t i = 0; i < items.size(); ++i) {
       if (i > 0) out += item_sep;
       out += child_pad;
-      json_value(out, items[i], o, depth + 1);
+      json_value(out, items[i], o, depth + 1, has_data);
     }
     if (!items.empty()) out += pad;
     out += ']';
@@ -285,6 +307,7 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int dept
   }
   std::vector<const std::pair<std::string, Value>*> entries;
   for (const auto& e : v.as_dict().items()) entries.push_back(&e);
+  has_data = has_data || (v.as_dict().keys_from_data() && !entries.empty());
   if (o.sort_keys)
     std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
   out += '{';
@@ -293,7 +316,7 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int dept
     out += child_pad;
     json_string(out, entries[i]->first, o.ensure_ascii);
     out += key_sep;
-    json_value(out, entries[i]->second, o, depth + 1);
+    json_value(out, entries[i]->second, o, depth + 1, has_data);
   }
   if (!entries.empty()) out += pad;
   out += '}';
@@ -301,10 +324,18 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int dept
 
 }  // namespace
 
-std::string to_json(const Value& v, const JsonOptions& options) {
+std::string to_json(const Value& v, const JsonOptions& options, bool* has_data) {
   std::string out;
-  json_value(out, v, options, 0);
+  bool data = false;
+  json_value(out, v, options, 0, data);
+  if (has_data != nullptr) *has_data = data;
   return out;
+}
+
+MarkedString to_marked_json(const Value& v, const JsonOptions& options) {
+  bool data = false;
+  std::string text = to_json(v, options, &data);
+  return MarkedString(std::move(text), data);
 }
 
 std::string to_output(const Value& v) {
@@ -337,7 +368,24 @@ std::string to_concat_string(const Value& v) {
   return to_output(v);
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+MarkedString to_marked_output(const Value& v) {
+  if (v.is_string()) return v.as_marked();
+  if (v.is_list() || v.is_dict()) {
+    JsonOptions o;
+    o.undefined_as_null = false;
+    return to_marked_json(v, o);
+  }
+  return MarkedString(to_output(v), v.has_data());
+}
+
+MarkedString to_marked_concat(const Value& v) {
+  if (v.is_float()) return MarkedString(js_number(v.as_number()), v.has_data());
+  return to_marked_output(v);
+}
+
+namespace {
+
+Value scalar_from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
       return Value::none();
@@ -358,20 +406,30 @@ Value from_json(const nlohmann::ordered_json& j) {
     }
     case nlohmann::ordered_json::value_t::string:
       return Value(j.get<std::string>());
-    case nlohmann::ordered_json::value_t::array: {
-      List items;
-      items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
-      return Value(std::move(items));
-    }
-    case nlohmann::ordered_json::value_t::object: {
-      Value d = Value::new_dict();
-      for (const auto& [k, e] : j.items()) d.as_dict().set(k, from_json(e));
-      return d;
-    }
     default:
       return Value();  // binary and discarded values do not occur in parsed JSON text
   }
 }
+
+Value from_json_at(const nlohmann::ordered_json& j, bool from_data, int depth) {
+  if (depth > kMaxNesting) throw RuntimeError(fmt::format("JSON nested deeper than {}", kMaxNesting));
+  if (j.is_array()) {
+    List items;
+    items.reserve(j.size());
+    for (const auto& e : j) items.push_back(from_json_at(e, from_data, depth + 1));
+    return Value(std::move(items));
+  }
+  if (j.is_object()) {
+    Value d = Value::new_dict();
+    if (from_data) d.as_dict().mark_keys_from_data();
+    for (const auto& [k, e] : j.items()) d.as_dict().set(k, from_json_at(e, from_data, depth + 1));
+    return d;
+  }
+  return scalar_from_json(j).with_data(from_data);
+}
+
+}  // namespace
+
+Value from_json(const nlohmann::ordered_json& j, bool from_data) { return from_json_at(j, from_data, 0); }
 
 }  // namespace tessera::llm::jinja

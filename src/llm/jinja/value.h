@@ -5,6 +5,10 @@
 // Printing and JSON follow Hugging Face's @huggingface/jinja, the reference renderer of chat
 // templates: `{{ true }}` prints "true", a float with no fraction "2.0", none and undefined print
 // nothing, lists and dicts print as JSON.
+//
+// Every value also knows whether it came from the data the template was given (see
+// marked_string.h): strings byte by byte, numbers and booleans as a whole, dicts for their keys.
+// Lists and dicts are not marked themselves: their items are.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,6 +18,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "llm/jinja/marked_string.h"
 
 namespace tessera::llm::jinja {
 
@@ -52,7 +58,8 @@ class Value {
   Value(int v) : kind_(Kind::Int), int_(v) {}
   Value(int64_t v) : kind_(Kind::Int), int_(v) {}
   Value(double v) : kind_(Kind::Float), float_(v) {}
-  Value(std::string s) : kind_(Kind::String), string_(std::make_shared<std::string>(std::move(s))) {}
+  Value(std::string s) : Value(MarkedString(std::move(s))) {}  // the template's own text
+  Value(MarkedString s) : kind_(Kind::String), string_(std::make_shared<MarkedString>(std::move(s))) {}
   Value(const char* s) : Value(std::string(s)) {}
   Value(List items) : kind_(Kind::List), list_(std::make_shared<List>(std::move(items))) {}
   Value(std::shared_ptr<Dict> dict) : kind_(Kind::Dict), dict_(std::move(dict)) {}
@@ -81,10 +88,16 @@ class Value {
   bool as_bool() const noexcept { return int_ != 0; }
   int64_t as_int() const noexcept { return int_; }
   double as_number() const noexcept { return kind_ == Kind::Float ? float_ : static_cast<double>(int_); }
-  const std::string& as_string() const noexcept { return *string_; }
+  const std::string& as_string() const noexcept { return string_->text(); }
+  const MarkedString& as_marked() const noexcept { return *string_; }
   List& as_list() const noexcept { return *list_; }
   Dict& as_dict() const noexcept { return *dict_; }
   const Function& as_function() const noexcept { return *function_; }
+
+  // A string with any byte from data, or a number or boolean from data.
+  bool has_data() const noexcept { return kind_ == Kind::String ? string_->has_data() : data_; }
+  // This value, all of it marked as data when `from_data` (strings: every byte; numbers, booleans).
+  Value with_data(bool from_data) const;
 
   // Python truthiness: empty strings, lists and dicts, 0, none and undefined are false.
   bool truthy() const noexcept;
@@ -95,9 +108,10 @@ class Value {
 
  private:
   Kind kind_ = Kind::Undefined;
+  bool data_ = false;  // a number or boolean from data
   int64_t int_ = 0;
   double float_ = 0.0;
-  std::shared_ptr<std::string> string_;
+  std::shared_ptr<MarkedString> string_;
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Function> function_;
@@ -112,11 +126,21 @@ class Dict {
   bool is_namespace() const noexcept { return is_namespace_; }
   size_t size() const noexcept { return items_.size(); }
   const std::vector<std::pair<std::string, Value>>& items() const noexcept { return items_; }
+  // Keys are marked as a whole: once any key came from data, every key reads as data.
+  void mark_keys_from_data() noexcept { keys_from_data_ = true; }
+  bool keys_from_data() const noexcept { return keys_from_data_; }
+  // A key as a string value, marked as the dict's keys are.
+  Value key(const std::string& k) const { return Value(MarkedString(k, keys_from_data_)); }
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
   bool is_namespace_;
+  bool keys_from_data_ = false;
 };
+
+// How deeply lists and dicts may nest where they are walked (JSON in and out, equality): deeper
+// is a RuntimeError, not a stack overflow.
+inline constexpr int kMaxNesting = 256;
 
 // Python equality: numbers by value (true == 1), strings, lists and dicts element-wise; undefined
 // equals none and undefined (as the reference renderer has it).
@@ -132,6 +156,10 @@ std::string js_number(double v);
 std::string to_output(const Value& v);
 // What `~` and string `+` join: like to_output, but floats as JavaScript prints them ("2", not "2.0").
 std::string to_concat_string(const Value& v);
+// to_output and to_concat_string with the origin of every byte: a string's own, a number or
+// boolean as it is marked, a list or dict all data when anything inside came from data.
+MarkedString to_marked_output(const Value& v);
+MarkedString to_marked_concat(const Value& v);
 
 struct JsonOptions {
   int indent = -1;  // < 0: one line
@@ -141,10 +169,15 @@ struct JsonOptions {
   bool undefined_as_null = true;
 };
 // JSON as the reference's tojson writes it (JSON.stringify's strings and numbers, Python's spacing).
-// RuntimeError for functions.
-std::string to_json(const Value& v, const JsonOptions& options = {});
+// RuntimeError for functions and for nesting deeper than kMaxNesting. `has_data`, when given, is
+// set to whether anything written came from data.
+std::string to_json(const Value& v, const JsonOptions& options = {}, bool* has_data = nullptr);
+// to_json with the conservative rule: all data when anything inside came from data.
+MarkedString to_marked_json(const Value& v, const JsonOptions& options = {});
 
 // JSON -> value: objects keep their key order; whole floats become integers (as in JavaScript).
-Value from_json(const nlohmann::ordered_json& j);
+// `from_data` marks every string, number, boolean and key as data. RuntimeError for nesting deeper
+// than kMaxNesting.
+Value from_json(const nlohmann::ordered_json& j, bool from_data = false);
 
 }  // namespace tessera::llm::jinja
