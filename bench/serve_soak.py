@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Soak of `tessera serve` (not a timed test): CLIENTS clients send bounded requests for DURATION
 seconds on loopback (chat and completions, streamed and not, stop strings, and now and then a
-stream the client abandons after its first chunk). Checks that no request is lost (each one gets
-its whole answer, and the server's /metrics counts exactly the requests sent) and that the
-server's RSS at the end equals its RSS after the first minute within the tolerance.
+stream the client abandons after its first chunk), beside a hostile mix (--hostile, on by
+default): slow clients trickling request heads a byte every 3 s (reconnecting when cut off),
+floods of 64 connections at once every 5 s, and clients that send a completion and drop the
+connection at once. Checks that no normal request is lost (each one gets its whole answer, and
+the server's /metrics counts them), that floods get answers (200 or 503), never resets, and that
+the server's RSS at the end equals its RSS after the first minute within the tolerance.
 Starts the server itself on 127.0.0.1 (a free port) and stops it.
 
   bench/serve_soak.py [--cli build/release/tessera] [--model ../shared/models/stories260K.gguf]
                       [--template tests/server/stories.jinja] [--clients 8] [--duration 600]
+                      [--no-hostile]
 """
-import argparse, http.client, json, os, random, re, subprocess, sys, threading, time
+import argparse, http.client, json, os, random, re, socket, subprocess, sys, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -94,6 +98,69 @@ class Client(threading.Thread):
             self.one()
 
 
+class Hostile(threading.Thread):
+    """One kind of hostile client, until stop_at: 'slow', 'flood' or 'drop'."""
+
+    def __init__(self, kind, port, stop_at, stats, lock):
+        super().__init__(daemon=True)
+        self.kind, self.port, self.stop_at, self.stats, self.lock = kind, port, stop_at, stats, lock
+
+    def count(self, key, n=1):
+        with self.lock:
+            self.stats[key] = self.stats.get(key, 0) + n
+
+    def connect(self):
+        return socket.create_connection(("127.0.0.1", self.port), timeout=30)
+
+    def slow(self):
+        s = self.connect()
+        try:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            while time.monotonic() < self.stop_at:
+                time.sleep(3)
+                s.sendall(b"X")
+        except OSError:
+            self.count("slow_cut")  # the server closed it (its read timeout): as it should
+        finally:
+            s.close()
+
+    def flood(self):
+        def one():
+            try:
+                s = self.connect()
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk: break
+                    data += chunk
+                s.close()
+                m = re.match(rb"HTTP/1.1 (\d+)", data)
+                self.count("flood_%s" % (m.group(1).decode() if m else "empty"))
+            except OSError as e:
+                self.count("flood_reset")
+        threads = [threading.Thread(target=one) for _ in range(64)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        time.sleep(5)
+
+    def drop(self):
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 64, "stream": random.random() < 0.5})
+        try:
+            s = self.connect()
+            s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                       "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
+            s.close()
+            self.count("dropped")
+        except OSError:
+            self.count("drop_refused")
+        time.sleep(1)
+
+    def run(self):
+        while time.monotonic() < self.stop_at:
+            getattr(self, self.kind)()
+
+
 metrics_reads = [0]
 
 
@@ -116,6 +183,7 @@ def main():
     ap.add_argument("--duration", type=float, default=600, help="seconds")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--tolerance-kib", type=int, default=1024, help="RSS growth allowed after the first minute")
+    ap.add_argument("--no-hostile", dest="hostile", action="store_false", help="normal clients only")
     a = ap.parse_args()
     srv = subprocess.Popen([a.cli, "serve", "-m", a.model, "--port", "0", "-np", str(a.clients), "-c", str(256 * a.clients),
                             "-t", str(a.threads), "--chat-template-file", a.template],
@@ -129,6 +197,9 @@ def main():
     stats, lock = {}, threading.Lock()
     t0 = time.monotonic()
     clients = [Client(port, i, t0 + a.duration, stats, lock) for i in range(a.clients)]
+    if a.hostile:
+        clients += [Hostile("slow", port, t0 + a.duration, stats, lock) for _ in range(16)]
+        clients += [Hostile(kind, port, t0 + a.duration, stats, lock) for kind in ("flood", "drop")]
     try:
         for c in clients: c.start()
         warm = min(60.0, a.duration / 2)
@@ -163,10 +234,16 @@ def main():
         accounted = stats.get("ok", 0) + stats.get("abandoned", 0)
         if accounted != sent:
             problems.append("%d of %d requests were not answered in full" % (sent - accounted, sent))
-        # The soak's own /metrics reads are answered with 200 too (the last one is counted after it ran).
-        own = metrics_reads[0] - 1
-        if answered.get("200", 0) - own != sent:
-            problems.append("the server answered %d requests with 200, the clients sent %d" % (answered.get("200", 0) - own, sent))
+        # The soak's own /metrics reads are answered with 200 too (the last one is counted after it ran),
+        # and so are the floods' /health requests; abandoned streams are logged 499; a dropped
+        # request whose generation ended before the drop was seen is a 200 too.
+        own = metrics_reads[0] - 1 + stats.get("flood_200", 0)
+        normal = stats.get("ok", 0)
+        got = answered.get("200", 0) - own
+        if not normal <= got <= normal + stats.get("dropped", 0):
+            problems.append("the server answered %d requests with 200, the clients got %d answers" % (got, normal))
+        if stats.get("flood_reset", 0) or stats.get("flood_empty", 0):
+            problems.append("%d flood connections were reset or got nothing" % (stats.get("flood_reset", 0) + stats.get("flood_empty", 0)))
         if rss_end - rss_warm > a.tolerance_kib:
             problems.append("RSS grew by %d KiB after the first minute (tolerance %d KiB)" % (rss_end - rss_warm, a.tolerance_kib))
         for e in errors[:5]: print("  error:", e)

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tessera::server {
 
@@ -22,8 +23,18 @@ struct ServerOptions {
   std::string api_key;             // non-empty: every route but /health needs "Authorization: Bearer <key>"
   std::string chat_template_file;  // empty: the model's tokenizer.chat_template
   size_t max_queue = 64;           // requests waiting for a slot; beyond, 503 at once
-  int timeout_s = 600;  // the longest a request may run (past it: cancelled, 408), and the socket timeout
-  size_t max_body_bytes = size_t{1} << 20;  // larger bodies: 413
+  int timeout_s = 600;  // the longest a request may run, waiting for a slot included (past it: cancelled, 408)
+  // A request's head and body must arrive within this many seconds (past it: 408, closed); idle
+  // keep-alive connections close after it, and so does one that stops reading an answer.
+  int read_timeout_s = 10;
+  int max_connections = 512;                // open at once; beyond, 503 and close
+  size_t max_body_bytes = size_t{1} << 20;  // larger bodies, chunked ones too: 413
+  // Host names requests may name besides the listening address (loopback: also localhost,
+  // 127.0.0.1, ::1); "*" allows any. A wildcard address (0.0.0.0) allows any unless this names some.
+  std::vector<std::string> allowed_hosts;
+  // Origins whose web pages may call the API (CORS); "*" allows every origin. Empty: only the
+  // server's own page.
+  std::vector<std::string> cors_origins;
   int64_t prompt_chunk = 128;               // prompt tokens read per step, all slots together
   // One line per request (method, path, status, tokens, ms); unset: stderr.
   std::function<void(const std::string&)> log;

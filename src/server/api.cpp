@@ -3,8 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <random>
+#include <set>
 
 namespace tessera::server {
 
@@ -23,7 +28,14 @@ json error_body(const ApiError& e) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json parse_body(const std::string& body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // The parser itself does not recurse, but everything after it does: refuse depth as it is read.
+  const json::parser_callback_t bound_depth = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      fail(400, fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth), "invalid_json");
+    return true;
+  };
+  json j = json::parse(body, bound_depth, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(400, "the request body is not valid JSON", "invalid_json");
   if (!j.is_object()) fail(400, "the request body must be a JSON object", "invalid_json");
   return j;
@@ -61,17 +73,78 @@ std::optional<bool> get_bool(const json& body, const char* key) {
   return v->get<bool>();
 }
 
+std::optional<int64_t> checked_integer(const json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();  // JSON integers above 2^63 - 1 arrive unsigned: never wrap
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  const double d = v.get<double>();
+  if (std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
+  return std::nullopt;
+}
+
 std::optional<int64_t> get_int(const json& body, const char* key) {
   const json* v = member(body, key);
   if (v == nullptr) return std::nullopt;
-  if (v->is_number_integer()) return v->get<int64_t>();
   // 5.0 is an integer too (JavaScript clients send numbers).
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
-  }
-  wrong_type(key, "an integer");
+  const bool integral = v->is_number_integer() ||
+                        (v->is_number_float() && std::isfinite(v->get<double>()) &&
+                         v->get<double>() == std::floor(v->get<double>()));
+  if (!integral) wrong_type(key, "an integer");
+  const auto i = checked_integer(*v);
+  if (!i) out_of_range(key, fmt::format("an integer of at most 64 bits, got {}", v->dump()));
+  return i;
 }
+
+namespace {
+
+// OpenAI parameters this server does not implement: refused by name unless given their default.
+struct Unsupported {
+  const char* key;
+  bool (*is_default)(const json&);
+};
+bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_one(const json& v) { return v.is_number() && v.get<double>() == 1.0; }
+bool is_empty_string(const json& v) { return v.is_string() && v.get<std::string>().empty(); }
+bool is_empty_array(const json& v) { return v.is_array() && v.empty(); }
+bool is_never(const json&) { return false; }
+bool is_text_format(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }
+bool is_no_tool(const json& v) { return v.is_string() && v.get<std::string>() == "none"; }
+bool is_text_modality(const json& v) { return v == json::array({"text"}); }
+bool is_default_tier(const json& v) { return v == "auto" || v == "default"; }
+
+const Unsupported kUnsupported[] = {
+    {"logprobs", is_false},          {"top_logprobs", is_never},       {"echo", is_false},
+    {"best_of", is_one},             {"suffix", is_empty_string},      {"response_format", is_text_format},
+    {"tools", is_empty_array},       {"tool_choice", is_no_tool},      {"functions", is_empty_array},
+    {"function_call", is_no_tool},   {"modalities", is_text_modality}, {"audio", is_never},
+    {"prediction", is_never},        {"reasoning_effort", is_never},   {"web_search_options", is_never},
+    {"metadata", is_never},          {"store", is_false},              {"service_tier", is_default_tier},
+    {"grammar", is_never},           {"json_schema", is_never},        {"verbosity", is_never},
+};
+
+// Every member of the body is a parameter we read, or a 400 naming it.
+void check_parameters(const json& body, bool chat) {
+  static const std::set<std::string> common{"model", "max_tokens", "temperature", "top_p", "top_k", "min_p",
+                                            "repeat_penalty", "presence_penalty", "frequency_penalty",
+                                            "logit_bias", "seed", "stop", "ignore_eos", "stream",
+                                            "stream_options", "n", "user", "cache_salt",
+                                            "parallel_tool_calls"};
+  for (const auto& [key, value] : body.items()) {
+    if (common.count(key) || (chat ? key == "messages" || key == "max_completion_tokens" : key == "prompt"))
+      continue;
+    const auto it = std::find_if(std::begin(kUnsupported), std::end(kUnsupported),
+                                 [&](const Unsupported& u) { return key == u.key; });
+    if (it == std::end(kUnsupported))
+      fail(400, fmt::format("unknown parameter '{}'", key.substr(0, 64)), "unknown_parameter");
+    if (!value.is_null() && !it->is_default(value))
+      fail(400, fmt::format("'{}' is not supported by this server", key), "unsupported_parameter");
+  }
+}
+
+}  // namespace
 
 std::optional<double> get_number(const json& body, const char* key) {
   const json* v = member(body, key);
@@ -80,7 +153,8 @@ std::optional<double> get_number(const json& body, const char* key) {
   return v->get<double>();
 }
 
-GenerationRequest parse_generation(const json& body, bool chat) {
+GenerationRequest parse_generation(const json& body, bool chat, size_t n_vocab) {
+  check_parameters(body, chat);
   GenerationRequest r;
   llm::SamplerOptions& s = r.params.sampling;
   get_string(body, "model");  // any model name is this server's model; only its type is checked
@@ -110,6 +184,37 @@ GenerationRequest parse_generation(const json& body, bool chat) {
     if (!(*p > 0.0 && *p <= 100.0)) out_of_range("repeat_penalty", "in (0, 100]");
     s.repeat_penalty = static_cast<float>(*p);
   }
+  if (auto p = get_number(body, "presence_penalty")) {
+    if (!(*p >= -2.0 && *p <= 2.0)) out_of_range("presence_penalty", "in [-2, 2]");
+    s.presence_penalty = static_cast<float>(*p);
+  }
+  if (auto p = get_number(body, "frequency_penalty")) {
+    if (!(*p >= -2.0 && *p <= 2.0)) out_of_range("frequency_penalty", "in [-2, 2]");
+    s.frequency_penalty = static_cast<float>(*p);
+  }
+  if (const json* bias = member(body, "logit_bias")) {
+    if (!bias->is_object()) wrong_type("logit_bias", "an object of token ids to numbers");
+    if (bias->size() > 1024) out_of_range("logit_bias", "at most 1024 tokens");
+    for (const auto& [key, value] : bias->items()) {
+      char* end = nullptr;
+      errno = 0;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || errno != 0 || id < 0 || static_cast<uint64_t>(id) >= n_vocab)
+        fail(400, fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", key.substr(0, 32), n_vocab),
+             "invalid_value");
+      if (!value.is_number()) wrong_type("logit_bias", "an object of token ids to numbers");
+      const double b = value.get<double>();
+      if (!(b >= -100.0 && b <= 100.0)) out_of_range("logit_bias", "values in [-100, 100]");
+      s.logit_bias.emplace_back(static_cast<llm::Token>(id), static_cast<float>(b));
+    }
+  }
+  for (const char* key : {"user", "cache_salt"}) {
+    if (auto v = get_string(body, key)) {
+      if (v->size() > 256) out_of_range(key, "at most 256 bytes");
+      r.cache_salt += std::string(key) + "=" + *v + "\n";
+    }
+  }
+  get_bool(body, "parallel_tool_calls");  // without tools there is nothing to run in parallel
   if (auto seed = get_int(body, "seed"))
     s.seed = static_cast<uint64_t>(*seed);
   else
@@ -152,10 +257,10 @@ std::vector<llm::Token> prompt_tokens(const json& body, const llm::Vocab& vocab)
     const auto n_vocab = static_cast<int64_t>(vocab.size());
     for (const json& t : p) {
       if (!t.is_number_integer()) fail(400, "'prompt' token ids must be integers", "invalid_type");
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id >= n_vocab)
-        fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", id, n_vocab), "invalid_value");
-      tokens.push_back(static_cast<llm::Token>(id));
+      const auto id = checked_integer(t);
+      if (!id || *id < 0 || *id >= n_vocab)
+        fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab), "invalid_value");
+      tokens.push_back(static_cast<llm::Token>(*id));
     }
   } else if (p.is_array() && p.empty()) {
     fail(400, "'prompt' is empty", "empty_prompt");
@@ -165,12 +270,36 @@ std::vector<llm::Token> prompt_tokens(const json& body, const llm::Vocab& vocab)
   return tokens;
 }
 
-const json& chat_messages(const json& body) {
+json chat_messages(const json& body) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) fail(400, "'messages' is required", "missing_messages");
   if (!it->is_array()) fail(400, "'messages' must be an array", "invalid_type");
   if (it->empty()) fail(400, "'messages' is empty", "empty_messages");
-  return *it;
+  json messages = *it;
+  for (json& m : messages) {
+    if (!m.is_object()) fail(400, "each message must be an object", "invalid_type");
+    for (const char* key : {"tool_calls", "function_call"})
+      if (m.contains(key) && !m[key].is_null())
+        fail(400, fmt::format("messages with '{}' are not supported by this server", key), "unsupported_parameter");
+    auto content = m.find("content");
+    if (content == m.end() || !content->is_array()) continue;
+    // Content parts: the text parts' text, in order.
+    std::string text;
+    for (const json& part : *content) {
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+        fail(400, "each content part must be an object with a string 'type'", "invalid_type");
+      const std::string type = part["type"];
+      if (type != "text")
+        fail(400, fmt::format("content parts of type '{}' are not supported (this server reads text only)",
+                              type.substr(0, 64)),
+             "unsupported_content");
+      if (!part.contains("text") || !part["text"].is_string())
+        fail(400, "a text content part needs a string 'text'", "invalid_type");
+      text += part["text"].get<std::string>();
+    }
+    *content = text;
+  }
+  return messages;
 }
 
 }  // namespace tessera::server

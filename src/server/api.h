@@ -22,7 +22,10 @@ struct ApiError {
                        std::string type = "invalid_request_error");
 nlohmann::json error_body(const ApiError& e);
 
-// The body as a JSON object; malformed JSON or a non-object is a 400.
+// JSON nested deeper than this is refused while it is parsed (every later walk of a request is
+// recursive: conversion, the chat template, serialization).
+inline constexpr int kMaxJsonDepth = 64;
+// The body as a JSON object; malformed JSON, a non-object or nesting beyond kMaxJsonDepth is a 400.
 nlohmann::json parse_body(const std::string& body);
 
 // What /v1/completions and /v1/chat/completions share.
@@ -31,23 +34,31 @@ struct GenerationRequest {
   std::optional<int> max_tokens;  // unset: as much as the context allows
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // What isolates this request's prefix cache from other clients' (with the client's address and
+  // API key): `user` and `cache_salt`.
+  std::string cache_salt;
 };
-// Reads max_tokens, temperature, top_p, top_k, min_p, repeat_penalty, seed, stop, ignore_eos,
-// stream, stream_options, n.
-// Wrong types are 400, values out of range 422.
-GenerationRequest parse_generation(const nlohmann::json& body, bool chat);
+// Reads max_tokens, temperature, top_p, top_k, min_p, repeat_penalty, presence_penalty,
+// frequency_penalty, logit_bias (ids inside [0, n_vocab)), seed, stop, ignore_eos, stream,
+// stream_options, n, user, cache_salt. A parameter of OpenAI's API we do not implement (tools,
+// response_format other than text, logprobs, echo, best_of > 1, suffix, ...) and any unknown
+// parameter is a 400 naming it. Wrong types are 400, values out of range 422.
+GenerationRequest parse_generation(const nlohmann::json& body, bool chat, size_t n_vocab);
 
 // /v1/completions' prompt: a string (tokenized with BOS as the vocabulary asks, special tokens
 // not parsed), an array of one string, or an array of token ids inside the vocabulary; else a 400.
 std::vector<llm::Token> prompt_tokens(const nlohmann::json& body, const llm::Vocab& vocab);
-// /v1/chat/completions' messages: a non-empty array (its elements are the chat template's to
-// judge), else a 400.
-const nlohmann::json& chat_messages(const nlohmann::json& body);
+// /v1/chat/completions' messages: a non-empty array of objects with a string `role`; content
+// given as parts (`[{"type": "text", "text": ...}]`) becomes the parts' text joined, any other
+// part type (image_url, input_audio, ...) and tool calls are a 400; else the template judges.
+nlohmann::json chat_messages(const nlohmann::json& body);
 
 // Typed accessors: nullopt when the member is absent or null, 400 naming it when of another type.
 std::optional<std::string> get_string(const nlohmann::json& body, const char* key);
 std::optional<bool> get_bool(const nlohmann::json& body, const char* key);
 std::optional<int64_t> get_int(const nlohmann::json& body, const char* key);
+// A JSON number as a 64-bit integer; nullopt when it does not fit (never wrapped).
+std::optional<int64_t> checked_integer(const nlohmann::json& value);
 std::optional<double> get_number(const nlohmann::json& body, const char* key);
 
 // A JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).

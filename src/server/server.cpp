@@ -1,9 +1,9 @@
-// The HTTP server: routes, authentication, errors in OpenAI's shape, one log line per request,
-// and the bridge from HTTP handlers (cpp-httplib's thread pool) to the engine's generations.
+// The HTTP server: who may ask (access.h), routes, errors in OpenAI's shape, one log line per
+// request, and the bridge from a request's Exchange to the engine's generations (pushed by the
+// engine as tokens are sampled, never polled).
 #include "tessera/server.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,9 +16,10 @@
 #include <thread>
 
 #include "core/check.h"
+#include "server/access.h"
 #include "server/api.h"
 #include "server/chat.h"
-#include "server/connection.h"
+#include "server/listener.h"
 #include "server/page.h"
 #include "tessera/error.h"
 #include "tessera/llm/engine.h"
@@ -32,44 +33,55 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// What the log line of the request this thread serves reports (handlers, content providers and
-// the logger of one request run on one pool thread).
-struct RequestLog {
-  Clock::time_point start = Clock::now();
-  int tokens = 0;
-};
-thread_local RequestLog t_log;
-
-// Equal strings, in time that depends on their lengths only.
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  const size_t n = std::max(a.size(), b.size());
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned>(x ^ y);
-  }
-  return diff == 0;
-}
-
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json");
-}
-
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
-
 int64_t unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
+// Answers one request: its exchange and the headers every answer to it carries (CORS).
+struct Reply {
+  std::shared_ptr<Exchange> exchange;
+  Headers headers;
+
+  void json_body(int status, const json& body) const {
+    exchange->respond({status, "application/json", dump(body), headers});
+  }
+  void error(const ApiError& e) const { json_body(e.status, error_body(e)); }
+  void text(int status, std::string content_type, std::string body) const {
+    exchange->respond({status, std::move(content_type), std::move(body), headers});
+  }
+};
+
+HttpResponse error_response(const ApiError& e, Headers headers = {}) {
+  return {e.status, "application/json", dump(error_body(e)), std::move(headers)};
+}
+
+struct Route {
+  std::string path;
+  std::vector<std::string> methods;  // HEAD is answered wherever GET is
+  bool public_route = false;         // needs no API key
+  std::function<void(const HttpRequest&, const Reply&)> handler;
+
+  bool allows(const std::string& method) const {
+    return std::find(methods.begin(), methods.end(), method) != methods.end() ||
+           (method == "HEAD" && allows("GET")) || method == "OPTIONS";
+  }
+  std::string allow_header() const {
+    std::string out;
+    for (const std::string& m : methods) out += m + ", ";
+    if (allows("GET")) out += "HEAD, ";
+    return out + "OPTIONS";
+  }
+};
+
 }  // namespace
 
 struct Server::Impl {
   ServerOptions opt;
-  httplib::Server http;
-  std::thread listener, loader;
+  AccessPolicy access;
+  std::vector<Route> routes;
+  std::unique_ptr<HttpListener> http;
+  std::thread loader;
   int port = 0;
   bool started = false, stopped = false;
 
@@ -90,28 +102,167 @@ struct Server::Impl {
 
   void load();
   void install_routes();
-  void log_request(const httplib::Request& req, const httplib::Response& res);
-  // Runs a handler that needs the model: 503 while loading; errors become OpenAI's JSON.
-  template <typename F>
-  httplib::Server::Handler with_model(F f) {
-    return [this, f](const httplib::Request& req, httplib::Response& res) {
-      try {
-        if (!ready.load()) fail(503, "the model is loading", "loading", "server_error");
-        f(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-      } catch (const Error& e) {
-        send_error(res, {400, e.what(), "invalid_request_error", "invalid_value"});
-      } catch (const std::exception& e) {
-        send_error(res, {500, e.what(), "server_error", "internal_error"});
-      }
-    };
+  const Route* find_route(const std::string& path) const {
+    for (const Route& r : routes)
+      if (r.path == path) return &r;
+    return nullptr;
   }
-
-  void generate(const httplib::Request& req, httplib::Response& res, std::vector<llm::Token> prompt,
+  std::optional<HttpResponse> admit(const HttpRequest& req);
+  void handle(const HttpRequest& req, const std::shared_ptr<Exchange>& exchange);
+  void log_request(const RequestLogEntry& entry);
+  void generate(const HttpRequest& req, const Reply& reply, std::vector<llm::Token> prompt,
                 const GenerationRequest& g, bool chat_api);
   std::string metrics_text();
+  void require_model() const {
+    if (!ready.load()) fail(503, "the model is loading", "loading", "server_error");
+  }
 };
+
+namespace {
+
+// One generation's answer: takes what the engine pushes and writes it to the exchange (one JSON
+// body at the end, or Server-Sent Events as the text comes). Every member runs on the exchange's
+// strand. The engine's notification holds this object until the generation ends.
+class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
+ public:
+  GenerationReply(Reply reply, std::shared_ptr<llm::Generation> job, const GenerationRequest& g, bool chat,
+                  std::string model, uint64_t id, int timeout_s)
+      : reply_(std::move(reply)),
+        job_(std::move(job)),
+        chat_(chat),
+        stream_(g.stream),
+        include_usage_(g.include_usage),
+        model_(std::move(model)),
+        id_(fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", id)),
+        created_(unix_time()),
+        timed_out_error_{408,
+                         fmt::format("the request ran past the server's timeout of {} s (--timeout)", timeout_s),
+                         "timeout_error", "request_timeout"} {}
+
+  void start(Clock::time_point deadline) {
+    // The exchange owns this reply; everything else holds it weakly (no cycle through the job).
+    const std::weak_ptr<GenerationReply> weak = weak_from_this();
+    reply_.exchange->keep(shared_from_this());
+    reply_.exchange->on_gone([weak] {
+      if (auto self = weak.lock()) self->gone_ = true, self->job_->cancel();
+    });
+    reply_.exchange->at(deadline, [weak] {
+      if (auto self = weak.lock()) self->timed_out_ = true, self->job_->cancel();
+    });
+    if (stream_) {
+      Headers headers = reply_.headers;
+      headers.emplace_back("Cache-Control", "no-cache");
+      reply_.exchange->begin_stream(200, "text/event-stream", std::move(headers));
+    }
+    job_->subscribe([weak, exchange = reply_.exchange] {
+      exchange->post([weak] {
+        if (auto self = weak.lock()) self->drain();
+      });
+    });
+  }
+
+ private:
+  json usage(const llm::GenerationUpdate& u) const {
+    return {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  }
+
+  json chunk(const std::string& text, const char* finish) {
+    json choice{{"index", 0}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+    if (chat_) {
+      json delta = json::object();
+      if (!sent_role_) delta["role"] = "assistant", sent_role_ = true;
+      if (!text.empty() || finish == nullptr) delta["content"] = text;
+      choice["delta"] = delta;
+    } else {
+      choice["text"] = text, choice["logprobs"] = nullptr;
+    }
+    return {{"id", id_},
+            {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", model_},
+            {"choices", json::array({choice})}};
+  }
+
+  void event(const json& j) { reply_.exchange->write("data: " + dump(j) + "\n\n"); }
+
+  void drain() {
+    if (finished_) return;
+    const llm::GenerationUpdate u = job_->take();
+    if (stream_)
+      for (const std::string& piece : u.pieces) event(chunk(piece, nullptr));  // one event per piece
+    else
+      text_ += u.text;
+    if (!u.done) return;
+    finished_ = true;
+    job_->subscribe({});
+    finish(u);
+  }
+
+  void finish(const llm::GenerationUpdate& u) {
+    Exchange& ex = *reply_.exchange;
+    ex.log_tokens(u.prompt_tokens + u.completion_tokens);
+    if (gone_) {
+      ex.log_status(499);
+      return stream_ ? ex.end_stream() : ex.respond({499, "", "", {}});
+    }
+    if (!stream_) {
+      if (timed_out_) return reply_.error(timed_out_error_);
+      if (u.finish == llm::FinishReason::Error)
+        return reply_.error({500, u.error, "server_error", "generation_failed"});
+      if (u.finish == llm::FinishReason::Cancelled)
+        return reply_.error({503, "the generation was cancelled", "server_error", "cancelled"});
+      json choice{{"index", 0}, {"finish_reason", llm::finish_reason_name(u.finish)}};
+      if (chat_)
+        choice["message"] = {{"role", "assistant"}, {"content", text_}};
+      else
+        choice["text"] = text_, choice["logprobs"] = nullptr;
+      return reply_.json_body(200, {{"id", id_},
+                                    {"object", chat_ ? "chat.completion" : "text_completion"},
+                                    {"created", created_},
+                                    {"model", model_},
+                                    {"choices", json::array({choice})},
+                                    {"usage", usage(u)}});
+    }
+    // A stream that has begun ends cleanly: an error event in OpenAI's shape, or the finish chunk
+    // (and usage), then [DONE].
+    if (timed_out_) {
+      event(error_body(timed_out_error_));
+    } else if (u.finish == llm::FinishReason::Error || u.finish == llm::FinishReason::Cancelled) {
+      event(error_body({500, u.error.empty() ? "the generation was cancelled" : u.error, "server_error",
+                        "generation_failed"}));
+    } else {
+      json last = chunk("", llm::finish_reason_name(u.finish));
+      if (include_usage_) {
+        event(last);
+        last = {{"id", id_},
+                {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                {"created", created_},
+                {"model", model_},
+                {"choices", json::array()},
+                {"usage", usage(u)}};
+      } else {
+        last["usage"] = usage(u);  // harmless to clients that ignore it
+      }
+      event(last);
+    }
+    ex.write("data: [DONE]\n\n");
+    ex.end_stream();
+  }
+
+  Reply reply_;
+  std::shared_ptr<llm::Generation> job_;
+  const bool chat_, stream_, include_usage_;
+  const std::string model_, id_;
+  const int64_t created_;
+  const ApiError timed_out_error_;
+  std::string text_;
+  bool sent_role_ = false, finished_ = false, gone_ = false, timed_out_ = false;
+};
+
+}  // namespace
 
 void Server::Impl::load() {
   try {
@@ -141,22 +292,89 @@ void Server::Impl::load() {
   load_cv.notify_all();
 }
 
-void Server::Impl::log_request(const httplib::Request& req, const httplib::Response& res) {
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t_log.start).count();
+void Server::Impl::log_request(const RequestLogEntry& e) {
   {
     std::lock_guard lock(metrics_mutex);
-    ++requests_by_status[res.status];
+    ++requests_by_status[e.status];
   }
-  const std::string line =
-      fmt::format("{} {} {} tokens={} {:.1f} ms", req.method, req.path, res.status, t_log.tokens, ms);
+  // What the client sent is escaped and bounded: it cannot forge log lines or send escapes.
+  const std::string line = fmt::format("{} {} {} tokens={} {:.1f} ms", escape_for_log(e.method, 32),
+                                       escape_for_log(e.path), e.status, e.tokens, e.ms);
   if (opt.log)
     opt.log(line);
   else
     std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
-                            std::vector<llm::Token> prompt, const GenerationRequest& g, bool chat_api) {
+std::optional<HttpResponse> Server::Impl::admit(const HttpRequest& req) {
+  if (!access.host_allowed(req))
+    return error_response({403, "the Host header does not name this server (see --allowed-hosts)",
+                           "invalid_request_error", "host_not_allowed"});
+  const auto origin = req.header("origin");
+  if (origin && !access.origin_allowed(*origin, req))
+    return error_response({403, "requests from this origin are not allowed (see --cors-origin)",
+                           "invalid_request_error", "origin_not_allowed"});
+  Headers cors = access.cors_headers(req);
+  const Route* route = find_route(req.path);
+  if (route == nullptr)
+    return error_response(
+        {404, fmt::format("no route {}", escape_for_log(req.path)), "invalid_request_error", "not_found"}, cors);
+  if (!route->allows(req.method)) {
+    cors.emplace_back("Allow", route->allow_header());
+    return error_response({405, fmt::format("{} does not answer {}", route->path, escape_for_log(req.method, 32)),
+                           "invalid_request_error", "method_not_allowed"},
+                          cors);
+  }
+  if (req.method == "OPTIONS") {
+    // A CORS preflight (from an allowed origin: checked above) or a plain question.
+    cors.emplace_back("Allow", route->allow_header());
+    if (origin) {
+      cors.emplace_back("Access-Control-Allow-Methods", route->allow_header());
+      cors.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      cors.emplace_back("Access-Control-Max-Age", "600");
+    }
+    return HttpResponse{204, "", "", cors};
+  }
+  if (!route->public_route && !access.authorized(req)) {
+    cors.emplace_back("WWW-Authenticate", "Bearer");
+    return error_response({401, "a valid API key is required (Authorization: Bearer <key>)",
+                           "authentication_error", "invalid_api_key"},
+                          cors);
+  }
+  if (req.method == "POST") {
+    const auto type = req.header("content-type");
+    const std::string_view media = type ? type->substr(0, type->find(';')) : std::string_view();
+    std::string lowered(media);
+    std::transform(lowered.begin(), lowered.end(), lowered.begin(), [](unsigned char c) { return std::tolower(c); });
+    while (!lowered.empty() && lowered.back() == ' ') lowered.pop_back();
+    if (lowered != "application/json")
+      return error_response({415, "the request body must be JSON sent as Content-Type: application/json",
+                             "invalid_request_error", "unsupported_media_type"},
+                            cors);
+    if (const auto enc = req.header("content-encoding"); enc && *enc != "identity")
+      return error_response(
+          {415, fmt::format("Content-Encoding '{}' is not supported: send the body uncompressed", escape_for_log(*enc, 32)),
+           "invalid_request_error", "unsupported_media_type"},
+          cors);
+  }
+  return std::nullopt;
+}
+
+void Server::Impl::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& exchange) {
+  const Reply reply{exchange, access.cors_headers(req)};
+  try {
+    find_route(req.path)->handler(req, reply);
+  } catch (const ApiError& e) {
+    reply.error(e);
+  } catch (const Error& e) {
+    reply.error({400, e.what(), "invalid_request_error", "invalid_value"});
+  } catch (const std::exception& e) {
+    reply.error({500, e.what(), "server_error", "internal_error"});
+  }
+}
+
+void Server::Impl::generate(const HttpRequest& req, const Reply& reply, std::vector<llm::Token> prompt,
+                            const GenerationRequest& g, bool chat_api) {
   const int64_t ctx = engine->slot_ctx();
   if (static_cast<int64_t>(prompt.size()) > ctx)
     fail(400, fmt::format("the prompt has {} tokens, more than the context of {}", prompt.size(), ctx),
@@ -166,149 +384,16 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
          "context_length_exceeded");
   llm::GenerationParams params = g.params;
   params.max_tokens = g.max_tokens.value_or(static_cast<int>(ctx));
+  // A finished slot's tokens are reused only by requests of the same scope: the same client
+  // address, API key, `user` and `cache_salt`. Nothing another scope cached is observable.
+  params.cache_scope = req.remote_address + "\n" + AccessPolicy::bearer_token(req) + "\n" + g.cache_salt;
   std::shared_ptr<llm::Generation> job = engine->submit(std::move(prompt), params);
   if (!job)
     fail(503, "the server is busy: every slot is in use and the queue is full", "queue_full", "server_error");
-
-  const std::string id = fmt::format("{}-{}", chat_api ? "chatcmpl" : "cmpl", next_id.fetch_add(1));
-  const int64_t created = unix_time();
-  const std::string object = chat_api ? "chat.completion" : "text_completion";
-  auto usage = [](const llm::GenerationUpdate& u) {
-    return json{{"prompt_tokens", u.prompt_tokens},
-                {"completion_tokens", u.completion_tokens},
-                {"total_tokens", u.prompt_tokens + u.completion_tokens},
-                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
-  };
-  auto watch = std::make_shared<ClientWatch>(req.remote_addr, req.remote_port, req.local_port);
-  static constexpr auto kPoll = std::chrono::milliseconds(100);
+  auto answer = std::make_shared<GenerationReply>(reply, std::move(job), g, chat_api, model_name,
+                                                  next_id.fetch_add(1), opt.timeout_s);
   // --timeout bounds the whole request (waiting for a slot included), not only each socket read.
-  const Clock::time_point deadline = t_log.start + std::chrono::seconds(opt.timeout_s);
-  const ApiError timed_out{
-      408, fmt::format("the request ran past the server's timeout of {} s (--timeout)", opt.timeout_s),
-      "timeout_error", "request_timeout"};
-  // Each wait for the engine ends by the deadline.
-  auto poll_wait = [deadline] {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    return std::clamp(left, std::chrono::milliseconds(0), kPoll);
-  };
-
-  if (!g.stream) {
-    llm::GenerationUpdate u;
-    std::string text;
-    do {
-      if (watch->gone()) {
-        job->cancel();
-        job->wait();
-        fail(499, "the client closed the connection", "cancelled");
-      }
-      if (Clock::now() >= deadline) {
-        job->cancel();
-        t_log.tokens = job->wait().completion_tokens;
-        throw timed_out;
-      }
-      u = job->poll(poll_wait());
-      text += u.text;
-    } while (!u.done);
-    t_log.tokens = u.prompt_tokens + u.completion_tokens;
-    if (u.finish == llm::FinishReason::Error) fail(500, u.error, "generation_failed", "server_error");
-    if (u.finish == llm::FinishReason::Cancelled)
-      fail(503, "the generation was cancelled", "cancelled", "server_error");
-    json choice{{"index", 0}, {"finish_reason", llm::finish_reason_name(u.finish)}};
-    if (chat_api)
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else
-      choice["text"] = text, choice["logprobs"] = nullptr;
-    send_json(res, 200,
-              {{"id", id},
-               {"object", object},
-               {"created", created},
-               {"model", model_name},
-               {"choices", json::array({choice})},
-               {"usage", usage(u)}});
-    return;
-  }
-
-  // Server-Sent Events: a chunk per piece of text, the finish chunk, usage if asked, [DONE].
-  struct StreamState {
-    bool sent_role = false;
-    bool finished = false;
-  };
-  auto state = std::make_shared<StreamState>();
-  const std::string chunk_object = chat_api ? "chat.completion.chunk" : "text_completion";
-  auto chunk = [=, this](const std::string& text, const char* finish) {
-    json choice{{"index", 0}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
-    if (chat_api) {
-      json delta = json::object();
-      if (!state->sent_role) delta["role"] = "assistant", state->sent_role = true;
-      if (!text.empty() || finish == nullptr) delta["content"] = text;
-      choice["delta"] = delta;
-    } else {
-      choice["text"] = text, choice["logprobs"] = nullptr;
-    }
-    return json{{"id", id},
-                {"object", chunk_object},
-                {"created", created},
-                {"model", model_name},
-                {"choices", json::array({choice})}};
-  };
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [=, this, include_usage = g.include_usage](size_t, httplib::DataSink& sink) {
-        auto send = [&](const json& j) {
-          const std::string event = "data: " + dump(j) + "\n\n";
-          return sink.write(event.data(), event.size());
-        };
-        if (watch->gone()) {
-          job->cancel();
-          return false;
-        }
-        if (Clock::now() >= deadline) {
-          // The stream ends cleanly: an error event in OpenAI's shape, then [DONE].
-          job->cancel();
-          t_log.tokens = job->wait().completion_tokens;
-          state->finished = true;
-          send(error_body(timed_out));
-          const std::string done = "data: [DONE]\n\n";
-          sink.write(done.data(), done.size());
-          sink.done();
-          return true;
-        }
-        const llm::GenerationUpdate u = job->poll(poll_wait());
-        for (const std::string& piece : u.pieces)  // one event per settled piece, as generated
-          if (!send(chunk(piece, nullptr))) {
-            job->cancel();
-            return false;
-          }
-        if (!u.done) return true;
-        t_log.tokens = u.prompt_tokens + u.completion_tokens;
-        state->finished = true;
-        if (u.finish == llm::FinishReason::Error || u.finish == llm::FinishReason::Cancelled) {
-          send(error_body({500, u.error.empty() ? "the generation was cancelled" : u.error, "server_error",
-                           "generation_failed"}));
-        } else {
-          json last = chunk("", llm::finish_reason_name(u.finish));
-          if (include_usage) {
-            send(last);
-            last = {{"id", id},
-                    {"object", chunk_object},
-                    {"created", created},
-                    {"model", model_name},
-                    {"choices", json::array()},
-                    {"usage", usage(u)}};
-          } else {
-            last["usage"] = usage(u);  // harmless to clients that ignore it
-          }
-          send(last);
-        }
-        const std::string done = "data: [DONE]\n\n";
-        sink.write(done.data(), done.size());
-        sink.done();
-        return true;
-      },
-      [job, state](bool) {
-        if (!state->finished) job->cancel();  // the client went away mid-stream
-      });
+  answer->start(Clock::now() + std::chrono::seconds(opt.timeout_s));
 }
 
 std::string Server::Impl::metrics_text() {
@@ -342,121 +427,93 @@ std::string Server::Impl::metrics_text() {
 }
 
 void Server::Impl::install_routes() {
-  http.set_payload_max_length(opt.max_body_bytes);
-  http.set_read_timeout(opt.timeout_s, 0);
-  http.set_write_timeout(opt.timeout_s, 0);
-  // Every generating request holds a pool thread; queued ones too. A few more for the rest.
-  const size_t threads = static_cast<size_t>(opt.n_slots) + std::min<size_t>(opt.max_queue, 64) + 4;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    t_log = RequestLog{};
-    if (opt.api_key.empty() || req.path == "/health" || (req.path == "/" && req.method == "GET"))
-      return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string bearer = "Bearer ";
-    const bool ok =
-        auth.rfind(bearer, 0) == 0 && constant_time_equal(auth.substr(bearer.size()), opt.api_key);
-    if (ok) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, {401, "a valid API key is required (Authorization: Bearer <key>)", "authentication_error",
-                     "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Errors httplib answers itself (unknown route, body too large, malformed HTTP) get a JSON body.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
-                                                                 httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (res.status == 404)
-      send_error(res, {404, fmt::format("no route {} {}", req.method, req.path), "invalid_request_error",
-                       "not_found"});
-    else if (res.status == 413)
-      send_error(res, {413, "the request body is too large", "invalid_request_error", "payload_too_large"});
-    else
-      send_error(res, {res.status, fmt::format("HTTP error {}", res.status), "invalid_request_error", {}});
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_logger(
-      [this](const httplib::Request& req, const httplib::Response& res) { log_request(req, res); });
-
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (ready.load()) {
-      send_json(res, 200, {{"status", "ok"}});
-    } else {
-      bool failed;
-      {
-        std::lock_guard lock(load_mutex);
-        failed = load_error != nullptr;
-      }
-      send_json(res, 503, {{"status", failed ? "error" : "loading"}});
-    }
-  });
-  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(std::string(chat_page()), "text/html; charset=utf-8");
-  });
-  http.Get("/v1/models", with_model([this](const httplib::Request&, httplib::Response& res) {
-             send_json(res, 200,
-                       {{"object", "list"},
-                        {"data", json::array({{{"id", model_name},
-                                               {"object", "model"},
-                                               {"created", unix_time()},
-                                               {"owned_by", "tessera"},
-                                               {"meta",
-                                                {{"n_ctx_slot", engine->slot_ctx()},
-                                                 {"n_slots", engine->n_slots()},
-                                                 {"n_vocab", vocab->size()}}}}})}});
-           }));
-  http.Post("/v1/completions", with_model([this](const httplib::Request& req, httplib::Response& res) {
-              const json body = parse_body(req.body);
-              GenerationRequest g = parse_generation(body, false);
-              std::vector<llm::Token> prompt = prompt_tokens(body, *vocab);
-              generate(req, res, std::move(prompt), g, false);
-            }));
-  http.Post("/v1/chat/completions", with_model([this](const httplib::Request& req, httplib::Response& res) {
-              const json body = parse_body(req.body);
-              GenerationRequest g = parse_generation(body, true);
-              std::vector<llm::Token> prompt = chat->prompt(chat_messages(body));
-              generate(req, res, std::move(prompt), g, true);
-            }));
-  http.Post("/tokenize", with_model([this](const httplib::Request& req, httplib::Response& res) {
-              const json body = parse_body(req.body);
-              const auto content = get_string(body, "content");
-              if (!content) fail(400, "'content' (a string) is required", "missing_content");
-              const bool add_special = get_bool(body, "add_special").value_or(false);
-              const bool with_pieces = get_bool(body, "with_pieces").value_or(false);
-              const auto tokens = vocab->encode(*content, add_special, /*parse_special=*/true);
-              json out = json::array();
-              for (llm::Token t : tokens) {
-                if (with_pieces)
-                  out.push_back({{"id", t}, {"piece", vocab->token_to_piece(t, true)}});
-                else
-                  out.push_back(t);
-              }
-              t_log.tokens = static_cast<int>(tokens.size());
-              send_json(res, 200, {{"tokens", out}});
-            }));
-  http.Post("/detokenize", with_model([this](const httplib::Request& req, httplib::Response& res) {
-              const json body = parse_body(req.body);
-              auto it = body.find("tokens");
-              if (it == body.end() || !it->is_array())
-                fail(400, "'tokens' (an array of ids) is required", "invalid_type");
-              std::vector<llm::Token> ids;
-              const auto n_vocab = static_cast<int64_t>(vocab->size());
-              for (const json& t : *it) {
-                if (!t.is_number_integer()) fail(400, "'tokens' must hold integers", "invalid_type");
-                const int64_t id = t.get<int64_t>();
-                if (id < 0 || id >= n_vocab)
-                  fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", id, n_vocab),
-                       "invalid_value");
-                ids.push_back(static_cast<llm::Token>(id));
-              }
-              std::string text;
-              for (llm::Token t : ids) text += vocab->token_to_piece(t);
-              t_log.tokens = static_cast<int>(ids.size());
-              send_json(res, 200, {{"content", text}});
-            }));
-  http.Get("/metrics", with_model([this](const httplib::Request&, httplib::Response& res) {
-             res.set_content(metrics_text(), "text/plain; version=0.0.4");
-           }));
+  routes.push_back({"/health", {"GET"}, true, [this](const HttpRequest&, const Reply& reply) {
+                      if (ready.load()) return reply.json_body(200, {{"status", "ok"}});
+                      bool failed;
+                      {
+                        std::lock_guard lock(load_mutex);
+                        failed = load_error != nullptr;
+                      }
+                      reply.json_body(503, {{"status", failed ? "error" : "loading"}});
+                    }});
+  routes.push_back({"/", {"GET"}, true, [](const HttpRequest&, const Reply& reply) {
+                      reply.text(200, "text/html; charset=utf-8", std::string(chat_page()));
+                    }});
+  routes.push_back({"/v1/models", {"GET"}, false, [this](const HttpRequest&, const Reply& reply) {
+                      require_model();
+                      reply.json_body(200, {{"object", "list"},
+                                            {"data", json::array({{{"id", model_name},
+                                                                   {"object", "model"},
+                                                                   {"created", unix_time()},
+                                                                   {"owned_by", "tessera"},
+                                                                   {"meta",
+                                                                    {{"n_ctx_slot", engine->slot_ctx()},
+                                                                     {"n_slots", engine->n_slots()},
+                                                                     {"n_vocab", vocab->size()}}}}})}});
+                    }});
+  routes.push_back({"/v1/completions", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
+                      require_model();
+                      const json body = parse_body(req.body);
+                      GenerationRequest g = parse_generation(body, false, vocab->size());
+                      std::vector<llm::Token> prompt = prompt_tokens(body, *vocab);
+                      generate(req, reply, std::move(prompt), g, false);
+                    }});
+  routes.push_back({"/v1/chat/completions", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
+                      require_model();
+                      const json body = parse_body(req.body);
+                      GenerationRequest g = parse_generation(body, true, vocab->size());
+                      std::vector<llm::Token> prompt = chat->prompt(chat_messages(body));
+                      generate(req, reply, std::move(prompt), g, true);
+                    }});
+  routes.push_back({"/tokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
+                      require_model();
+                      const json body = parse_body(req.body);
+                      const auto content = get_string(body, "content");
+                      if (!content) fail(400, "'content' (a string) is required", "missing_content");
+                      const bool add_special = get_bool(body, "add_special").value_or(false);
+                      const bool parse_special = get_bool(body, "parse_special").value_or(true);
+                      const bool with_pieces = get_bool(body, "with_pieces").value_or(false);
+                      const auto tokens = vocab->encode(*content, add_special, parse_special);
+                      // Written as text token by token: a JSON tree of a megabyte's tokens would
+                      // take hundreds of bytes per token.
+                      std::string out = "{\"tokens\":[";
+                      for (size_t i = 0; i < tokens.size(); ++i) {
+                        if (i > 0) out += ',';
+                        if (with_pieces)
+                          out += fmt::format("{{\"id\":{},\"piece\":{}}}", tokens[i],
+                                             dump(json(vocab->token_to_piece(tokens[i], true))));
+                        else
+                          out += std::to_string(tokens[i]);
+                      }
+                      out += "]}";
+                      reply.exchange->log_tokens(static_cast<int>(tokens.size()));
+                      reply.text(200, "application/json", std::move(out));
+                    }});
+  routes.push_back({"/detokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
+                      require_model();
+                      const json body = parse_body(req.body);
+                      auto it = body.find("tokens");
+                      if (it == body.end() || !it->is_array())
+                        fail(400, "'tokens' (an array of ids) is required", "invalid_type");
+                      std::vector<llm::Token> ids;
+                      const auto n_vocab = static_cast<int64_t>(vocab->size());
+                      for (const json& t : *it) {
+                        if (!t.is_number_integer()) fail(400, "'tokens' must hold integers", "invalid_type");
+                        const auto id = checked_integer(t);
+                        if (!id || *id < 0 || *id >= n_vocab)
+                          fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab),
+                               "invalid_value");
+                        ids.push_back(static_cast<llm::Token>(*id));
+                      }
+                      std::string text;
+                      for (llm::Token t : ids) text += vocab->token_to_piece(t);
+                      reply.exchange->log_tokens(static_cast<int>(ids.size()));
+                      reply.json_body(200, {{"content", text}});
+                    }});
+  routes.push_back({"/metrics", {"GET"}, false, [this](const HttpRequest&, const Reply& reply) {
+                      require_model();
+                      reply.text(200, "text/plain; version=0.0.4", metrics_text());
+                    }});
 }
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) { impl_->opt = std::move(options); }
@@ -465,20 +522,30 @@ Server::~Server() { stop(); }
 
 void Server::start() {
   Impl& s = *impl_;
-  if (s.started) raise(ErrorCode::InvalidArgument, "the server is already started");
-  if (s.opt.n_slots <= 0) raise(ErrorCode::InvalidArgument, "slots must be positive, got {}", s.opt.n_slots);
+  if (s.started) tessera::raise(ErrorCode::InvalidArgument, "the server is already started");
+  if (s.opt.n_slots <= 0) tessera::raise(ErrorCode::InvalidArgument, "slots must be positive, got {}", s.opt.n_slots);
+  if (s.opt.read_timeout_s <= 0)
+    tessera::raise(ErrorCode::InvalidArgument, "the read timeout must be positive, got {}", s.opt.read_timeout_s);
+  if (s.opt.max_connections <= 0)
+    tessera::raise(ErrorCode::InvalidArgument, "max connections must be positive, got {}", s.opt.max_connections);
+  s.access.allowed_hosts = AccessPolicy::hosts_for_address(s.opt.host, s.opt.allowed_hosts);
+  s.access.cors_origins = s.opt.cors_origins;
+  s.access.api_key = s.opt.api_key;
   s.install_routes();
-  if (s.opt.port == 0) {
-    s.port = s.http.bind_to_any_port(s.opt.host);
-    if (s.port <= 0) raise(ErrorCode::InvalidArgument, "cannot bind {} to any port", s.opt.host);
-  } else {
-    if (!s.http.bind_to_port(s.opt.host, s.opt.port))
-      raise(ErrorCode::InvalidArgument, "cannot bind {}:{} (in use, or not an address of this machine)",
-            s.opt.host, s.opt.port);
-    s.port = s.opt.port;
-  }
+  HttpLimits limits;
+  limits.max_body_bytes = s.opt.max_body_bytes;
+  limits.read_timeout = std::chrono::seconds(s.opt.read_timeout_s);
+  limits.max_connections = s.opt.max_connections;
+  HttpHandlers handlers;
+  handlers.admit = [&s](const HttpRequest& req) { return s.admit(req); };
+  handlers.handle = [&s](const HttpRequest& req, const std::shared_ptr<Exchange>& ex) { s.handle(req, ex); };
+  handlers.log = [&s](const RequestLogEntry& e) { s.log_request(e); };
+  s.http = std::make_unique<HttpListener>(limits, std::move(handlers));
+  s.port = s.http->bind(s.opt.host, s.opt.port);
   s.started = true;
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  // Two threads move the bytes of every connection; the routes' work (parsing, tokenizing,
+  // templates) runs on a few workers so that a slow one never holds the sockets.
+  s.http->start(2, 4);
   s.loader = std::thread([&s] { s.load(); });
 }
 
@@ -496,10 +563,9 @@ void Server::stop() {
   if (!s.started || s.stopped) return;
   s.stopped = true;
   if (s.loader.joinable()) s.loader.join();
-  // Generations end first (their handlers answer), then the listener and its pool stop.
+  // Generations end first (their answers are queued), then the connections and threads stop.
   if (s.engine) s.engine->shutdown();
-  s.http.stop();
-  if (s.listener.joinable()) s.listener.join();
+  s.http->stop();
 }
 
 }  // namespace tessera::server

@@ -19,100 +19,9 @@
 using namespace tessera;
 using nlohmann::json;
 
-namespace {
+#include "test_server.h"
 
-const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
-const std::string kLily = ", there was a little girl named Lily. She loved to play outside in the park.";
-
-struct TestServer {
-  // `configure` changes the defaults (one slot, 256 cells per slot, any free port).
-  explicit TestServer(const std::function<void(server::ServerOptions&)>& configure = {}) {
-    server::ServerOptions o;
-    if (configure) configure(o);
-    o.model_path = kModel;
-    o.port = 0;
-    if (o.n_ctx == 0) o.n_ctx = 256 * o.n_slots;
-    o.log = [this](const std::string& line) {
-      std::lock_guard lock(mutex);
-      lines.push_back(line);
-    };
-    srv = std::make_unique<server::Server>(o);
-    srv->start();
-    srv->wait_loaded();
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", srv->port());
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  httplib::Result post(const std::string& path, const json& body, const httplib::Headers& h = {}) const {
-    return client().Post(path.c_str(), h, body.dump(), "application/json");
-  }
-  std::vector<std::string> log() {
-    std::lock_guard lock(mutex);
-    return lines;
-  }
-  // The log outlives the server (its threads log until it stops).
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  std::unique_ptr<server::Server> srv;
-};
-
-json greedy(const std::string& prompt, int max_tokens) {
-  return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-}
-
-// The SSE events of a streamed body: each `data:` payload, in order.
-std::vector<std::string> sse_events(const std::string& body) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    out.push_back(body.substr(at + 6, end - at - 6));
-    at = end;
-  }
-  return out;
-}
-
-// Text and finish reason of a streamed completion; fails the test on a malformed stream.
-std::pair<std::string, std::string> streamed_text(const std::string& body, bool chat = false) {
-  const auto events = sse_events(body);
-  EXPECT_FALSE(events.empty());
-  if (events.empty()) return {};
-  EXPECT_EQ(events.back(), "[DONE]");
-  std::string text, finish;
-  for (size_t i = 0; i + 1 < events.size(); ++i) {
-    const json j = json::parse(events[i]);
-    EXPECT_EQ(j["object"], chat ? "chat.completion.chunk" : "text_completion");
-    if (j["choices"].empty()) continue;
-    const json& c = j["choices"][0];
-    if (chat) {
-      if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
-    } else {
-      text += c["text"].get<std::string>();
-    }
-    if (!c["finish_reason"].is_null()) {
-      EXPECT_TRUE(finish.empty()) << "two finish chunks";
-      finish = c["finish_reason"];
-    }
-  }
-  return {text, finish};
-}
-
-void expect_error(const httplib::Result& r, int status, const std::string& code) {
-  ASSERT_TRUE(r) << "no response";
-  EXPECT_EQ(r->status, status) << r->body;
-  const json j = json::parse(r->body, nullptr, false);
-  ASSERT_TRUE(j.is_object()) << r->body;
-  ASSERT_TRUE(j.contains("error")) << r->body;
-  EXPECT_TRUE(j["error"]["message"].is_string());
-  EXPECT_TRUE(j["error"]["type"].is_string());
-  if (!code.empty()) {
-    EXPECT_EQ(j["error"]["code"], code) << r->body;
-  }
-}
-
-}  // namespace
+using namespace tessera::test_server;
 
 TEST(Server, CompletionsGreedyWithUsageAndALogLine) {
   TestServer s;
@@ -339,11 +248,13 @@ TEST(Server, FullQueueIs503AtOnceAndADisconnectCancels) {
 }
 
 TEST(Server, AClientThatGivesUpOnAPlainRequestCancelsIt) {
-  TestServer s([](server::ServerOptions& o) { o.n_ctx = 2048; });
-  json body = greedy("Once upon a time", 2000);
+  // 16000 tokens take seconds (2000 could finish within the client's patience on a fast core).
+  constexpr int kLong = 16000;
+  TestServer s([](server::ServerOptions& o) { o.n_ctx = 16384; });
+  json body = greedy("Once upon a time", kLong);
   body["ignore_eos"] = true;
   httplib::Client impatient = s.client();
-  impatient.set_read_timeout(0, 300'000);  // 0.3 s: far less than 2000 tokens take
+  impatient.set_read_timeout(0, 300'000);  // 0.3 s: far less than kLong tokens take
   auto r = impatient.Post("/v1/completions", body.dump(), "application/json");
   EXPECT_FALSE(r);  // timed out, connection closed
   impatient.stop();
@@ -360,7 +271,7 @@ TEST(Server, AClientThatGivesUpOnAPlainRequestCancelsIt) {
   EXPECT_TRUE(freed) << metrics;
   const size_t at = metrics.find("\ntessera_generated_tokens_total ");
   ASSERT_NE(at, std::string::npos);
-  EXPECT_LT(std::stoi(metrics.substr(at + 32)), 2000) << metrics;
+  EXPECT_LT(std::stoi(metrics.substr(at + 32)), kLong) << metrics;
 }
 
 TEST(Server, TimeoutBoundsTheWholeRequestAndCancelsIt) {

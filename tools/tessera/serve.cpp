@@ -51,14 +51,27 @@ void add_serve(CLI::App& app) {
                   "Jinja chat template (default: the model's)");
   cmd->add_option("--max-queue", o->max_queue, "requests that may wait for a slot (beyond: 503)");
   cmd->add_option("--timeout", o->timeout_s,
-                  "seconds a request may run, waiting for a slot included (past it: cancelled, 408); "
-                  "also the socket read/write timeout")
+                  "seconds a request may run, waiting for a slot included (past it: cancelled, 408)")
       ->check(positive());
+  cmd->add_option("--read-timeout", o->read_timeout_s,
+                  "seconds a request's head and body may take to arrive (past it: 408, closed); also "
+                  "how long an idle keep-alive connection or a stalled reader is kept")
+      ->check(positive());
+  cmd->add_option("--max-connections", o->max_connections, "connections open at once (beyond: 503)")
+      ->check(positive());
+  cmd->add_option("--allowed-hosts", o->allowed_hosts,
+                  "Host names requests may name besides the listening address (DNS rebinding guard); "
+                  "'*': any")
+      ->delimiter(',');
+  cmd->add_option("--cors-origin", o->cors_origins,
+                  "origins whose web pages may call the API (CORS), e.g. http://localhost:3000; '*': any "
+                  "(default: none but the server's own page)")
+      ->delimiter(',');
   cmd->add_option("--batch-chunk", o->prompt_chunk,
                   "prompt tokens read per step, all slots together (smaller: steadier generation "
                   "while long prompts are read; larger: faster prompts)")
       ->check(positive());
-  cmd->add_option("--max-body", o->max_body_bytes, "largest request body in bytes (beyond: 413)");
+  cmd->add_option("--max-body", o->max_body_bytes, "largest request body in bytes, chunked too (beyond: 413)");
   cmd->callback([o] { serve(*o); });
 }
 
