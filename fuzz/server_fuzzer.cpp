@@ -6,11 +6,16 @@
 //   which a malformed request must never cause) and an error body that serializes; tessera::Error
 //   from the tokenizer or template, which the routes answer with a 400, is allowed;
 // - accepted values are inside the ranges the parser promises;
+// - an accepted body nests no deeper than kMaxJsonDepth (deeper ones are refused while parsing:
+//   every later walk of the request recurses);
 // - prompt token ids are inside the vocabulary.
 // Exceptions of any other type escape and are reported by the fuzzer as crashes.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/api.h"
 #include "server/chat.h"
@@ -97,9 +102,29 @@ void check_generation(const GenerationRequest& g) {
   if (!(s.min_p >= 0 && s.min_p <= 1)) bug("min_p", std::to_string(s.min_p));
   if (!(s.repeat_penalty > 0 && s.repeat_penalty <= 100))
     bug("repeat_penalty", std::to_string(s.repeat_penalty));
+  if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2)) bug("presence_penalty", std::to_string(s.presence_penalty));
+  if (!(s.frequency_penalty >= -2 && s.frequency_penalty <= 2))
+    bug("frequency_penalty", std::to_string(s.frequency_penalty));
+  for (const auto& [id, bias] : s.logit_bias)
+    if (id < 0 || static_cast<size_t>(id) >= fixture().vocab.size() || !(bias >= -100 && bias <= 100))
+      bug("logit_bias", std::to_string(id) + " " + std::to_string(bias));
   if (g.params.stop.size() > 16) bug("stop", "more than 16");
   for (const std::string& x : g.params.stop)
     if (x.empty()) bug("stop", "an empty string");
+}
+
+// The nesting depth of a JSON value, walked without recursion.
+int depth_of(const json& root) {
+  int deepest = 0;
+  std::vector<std::pair<const json*, int>> todo{{&root, 1}};
+  while (!todo.empty()) {
+    auto [v, d] = todo.back();
+    todo.pop_back();
+    if (!v->is_structured()) continue;
+    deepest = std::max(deepest, d);
+    for (const json& child : *v) todo.emplace_back(&child, d + 1);
+  }
+  return deepest;
 }
 
 }  // namespace
@@ -121,7 +146,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (!body.is_object()) bug("parse_body", "accepted a non-object");
-  for (bool chat : {false, true}) request([&] { check_generation(parse_generation(body, chat)); });
+  if (depth_of(body) > kMaxJsonDepth) bug("parse_body", "accepted nesting deeper than kMaxJsonDepth");
+  for (bool chat : {false, true})
+    request([&] { check_generation(parse_generation(body, chat, f.vocab.size())); });
   request([&] {
     for (llm::Token id : prompt_tokens(body, f.vocab))
       if (id < 0 || static_cast<size_t>(id) >= f.vocab.size()) bug("prompt_tokens", std::to_string(id));

@@ -124,7 +124,15 @@ if wants server; then
 {"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello"}],"max_completion_tokens":8}
 {"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]},{"role":"assistant","content":null}],"stream":false}
 {"prompt":"x","temperature":1e308,"top_p":-0.0,"seed":-1,"stop":"END"}
+{"prompt":"x","logit_bias":{"3":100,"260":-100},"presence_penalty":1.5,"frequency_penalty":-2,"user":"u","cache_salt":"s"}
+{"prompt":"x","max_tokens":9223372036854775808,"top_k":18446744073709551615,"tools":[],"tool_choice":"none","echo":false}
+{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}],"response_format":{"type":"text"}}
 EOF
+  # Nesting at the bound and far beyond it, in the messages and in an unknown member.
+  deep() { printf '%*s' "$1" '' | tr ' ' '['; printf '%*s' "$1" '' | tr ' ' ']'; }
+  printf '{"messages":%s}' "$(deep 63)" >"$server_seeds/deep63.json"
+  printf '{"messages":%s}' "$(deep 3000)" >"$server_seeds/deep3000.json"
+  printf '{"prompt":"x","extra":{"a":%s}}' "$(deep 2000)" >"$server_seeds/deep_member.json"
 fi
 
 failed=()
