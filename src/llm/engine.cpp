@@ -223,7 +223,8 @@ void Engine::loop() {
     const bool busy =
         std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.job != nullptr; });
     if (!busy) {
-      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      // Every slot is free, so admit() left nothing queued: sleep until a submit or shutdown.
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       continue;
     }
     lock.unlock();
