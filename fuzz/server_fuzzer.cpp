@@ -102,7 +102,8 @@ void check_generation(const GenerationRequest& g) {
   if (!(s.min_p >= 0 && s.min_p <= 1)) bug("min_p", std::to_string(s.min_p));
   if (!(s.repeat_penalty > 0 && s.repeat_penalty <= 100))
     bug("repeat_penalty", std::to_string(s.repeat_penalty));
-  if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2)) bug("presence_penalty", std::to_string(s.presence_penalty));
+  if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2))
+    bug("presence_penalty", std::to_string(s.presence_penalty));
   if (!(s.frequency_penalty >= -2 && s.frequency_penalty <= 2))
     bug("frequency_penalty", std::to_string(s.frequency_penalty));
   for (const auto& [id, bias] : s.logit_bias)

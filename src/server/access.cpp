@@ -35,7 +35,7 @@ bool contains(const std::vector<std::string>& list, std::string_view item) {
 }  // namespace
 
 std::vector<std::string> AccessPolicy::hosts_for_address(const std::string& address,
-                                                          const std::vector<std::string>& extra) {
+                                                         const std::vector<std::string>& extra) {
   std::vector<std::string> hosts;
   for (const std::string& e : extra) {
     if (e == "*") return {};

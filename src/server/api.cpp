@@ -32,7 +32,8 @@ json parse_body(const std::string& body) {
   const json::parser_callback_t bound_depth = [](int depth, json::parse_event_t event, json&) {
     if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
         depth >= kMaxJsonDepth)
-      fail(400, fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth), "invalid_json");
+      fail(400, fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth),
+           "invalid_json");
     return true;
   };
   json j = json::parse(body, bound_depth, /*allow_exceptions=*/false);
@@ -89,9 +90,8 @@ std::optional<int64_t> get_int(const json& body, const char* key) {
   const json* v = member(body, key);
   if (v == nullptr) return std::nullopt;
   // 5.0 is an integer too (JavaScript clients send numbers).
-  const bool integral = v->is_number_integer() ||
-                        (v->is_number_float() && std::isfinite(v->get<double>()) &&
-                         v->get<double>() == std::floor(v->get<double>()));
+  const bool integral = v->is_number_integer() || (v->is_number_float() && std::isfinite(v->get<double>()) &&
+                                                   v->get<double>() == std::floor(v->get<double>()));
   if (!integral) wrong_type(key, "an integer");
   const auto i = checked_integer(*v);
   if (!i) out_of_range(key, fmt::format("an integer of at most 64 bits, got {}", v->dump()));
@@ -116,23 +116,53 @@ bool is_text_modality(const json& v) { return v == json::array({"text"}); }
 bool is_default_tier(const json& v) { return v == "auto" || v == "default"; }
 
 const Unsupported kUnsupported[] = {
-    {"logprobs", is_false},          {"top_logprobs", is_never},       {"echo", is_false},
-    {"best_of", is_one},             {"suffix", is_empty_string},      {"response_format", is_text_format},
-    {"tools", is_empty_array},       {"tool_choice", is_no_tool},      {"functions", is_empty_array},
-    {"function_call", is_no_tool},   {"modalities", is_text_modality}, {"audio", is_never},
-    {"prediction", is_never},        {"reasoning_effort", is_never},   {"web_search_options", is_never},
-    {"metadata", is_never},          {"store", is_false},              {"service_tier", is_default_tier},
-    {"grammar", is_never},           {"json_schema", is_never},        {"verbosity", is_never},
+    {"logprobs", is_false},
+    {"top_logprobs", is_never},
+    {"echo", is_false},
+    {"best_of", is_one},
+    {"suffix", is_empty_string},
+    {"response_format", is_text_format},
+    {"tools", is_empty_array},
+    {"tool_choice", is_no_tool},
+    {"functions", is_empty_array},
+    {"function_call", is_no_tool},
+    {"modalities", is_text_modality},
+    {"audio", is_never},
+    {"prediction", is_never},
+    {"reasoning_effort", is_never},
+    {"web_search_options", is_never},
+    {"metadata", is_never},
+    {"store", is_false},
+    {"service_tier", is_default_tier},
+    {"grammar", is_never},
+    {"json_schema", is_never},
+    {"verbosity", is_never},
 };
 
 // Every member of the body is a parameter we read, or a 400 naming it.
 void check_parameters(const json& body, bool chat) {
-  static const std::set<std::string> common{"model", "max_tokens", "temperature", "top_p", "top_k", "min_p",
-                                            "repeat_penalty", "presence_penalty", "frequency_penalty",
-                                            "logit_bias", "seed", "stop", "ignore_eos", "stream",
-                                            "stream_options", "n", "user", "cache_salt",
+  static const std::set<std::string> common{"model",
+                                            "max_tokens",
+                                            "temperature",
+                                            "top_p",
+                                            "top_k",
+                                            "min_p",
+                                            "repeat_penalty",
+                                            "presence_penalty",
+                                            "frequency_penalty",
+                                            "logit_bias",
+                                            "seed",
+                                            "stop",
+                                            "ignore_eos",
+                                            "stream",
+                                            "stream_options",
+                                            "n",
+                                            "user",
+                                            "cache_salt",
                                             "parallel_tool_calls"};
-  for (const auto& [key, value] : body.items()) {
+  for (auto item = body.begin(); item != body.end(); ++item) {
+    const std::string& key = item.key();
+    const json& value = item.value();
     if (common.count(key) || (chat ? key == "messages" || key == "max_completion_tokens" : key == "prompt"))
       continue;
     const auto it = std::find_if(std::begin(kUnsupported), std::end(kUnsupported),
@@ -200,7 +230,8 @@ GenerationRequest parse_generation(const json& body, bool chat, size_t n_vocab) 
       errno = 0;
       const long long id = std::strtoll(key.c_str(), &end, 10);
       if (key.empty() || *end != '\0' || errno != 0 || id < 0 || static_cast<uint64_t>(id) >= n_vocab)
-        fail(400, fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", key.substr(0, 32), n_vocab),
+        fail(400,
+             fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", key.substr(0, 32), n_vocab),
              "invalid_value");
       if (!value.is_number()) wrong_type("logit_bias", "an object of token ids to numbers");
       const double b = value.get<double>();
@@ -259,7 +290,8 @@ std::vector<llm::Token> prompt_tokens(const json& body, const llm::Vocab& vocab)
       if (!t.is_number_integer()) fail(400, "'prompt' token ids must be integers", "invalid_type");
       const auto id = checked_integer(t);
       if (!id || *id < 0 || *id >= n_vocab)
-        fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab), "invalid_value");
+        fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab),
+             "invalid_value");
       tokens.push_back(static_cast<llm::Token>(*id));
     }
   } else if (p.is_array() && p.empty()) {
@@ -280,7 +312,8 @@ json chat_messages(const json& body) {
     if (!m.is_object()) fail(400, "each message must be an object", "invalid_type");
     for (const char* key : {"tool_calls", "function_call"})
       if (m.contains(key) && !m[key].is_null())
-        fail(400, fmt::format("messages with '{}' are not supported by this server", key), "unsupported_parameter");
+        fail(400, fmt::format("messages with '{}' are not supported by this server", key),
+             "unsupported_parameter");
     auto content = m.find("content");
     if (content == m.end() || !content->is_array()) continue;
     // Content parts: the text parts' text, in order.
@@ -290,8 +323,9 @@ json chat_messages(const json& body) {
         fail(400, "each content part must be an object with a string 'type'", "invalid_type");
       const std::string type = part["type"];
       if (type != "text")
-        fail(400, fmt::format("content parts of type '{}' are not supported (this server reads text only)",
-                              type.substr(0, 64)),
+        fail(400,
+             fmt::format("content parts of type '{}' are not supported (this server reads text only)",
+                         type.substr(0, 64)),
              "unsupported_content");
       if (!part.contains("text") || !part["text"].is_string())
         fail(400, "a text content part needs a string 'text'", "invalid_type");

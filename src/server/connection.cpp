@@ -30,10 +30,12 @@ std::optional<std::string_view> HttpRequest::header(std::string_view name) const
 
 HttpResponse json_error(int status, const std::string& message, const std::string& code,
                         const std::string& type) {
-  const nlohmann::json body{
-      {"error",
-       {{"message", message}, {"type", type}, {"code", code.empty() ? nlohmann::json() : nlohmann::json(code)}}}};
-  return {status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
+  const nlohmann::json body{{"error",
+                             {{"message", message},
+                              {"type", type},
+                              {"code", code.empty() ? nlohmann::json() : nlohmann::json(code)}}}};
+  return {
+      status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
 }
 
 namespace {
@@ -98,8 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     {
       std::lock_guard lock(ctx_->mutex);
       ctx_->aborts[id_] = [weak = weak_from_this()] {
-        if (auto self = weak.lock())
-          net::post(self->stream_.get_executor(), [self] { self->abort(); });
+        if (auto self = weak.lock()) net::post(self->stream_.get_executor(), [self] { self->abort(); });
       };
     }
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_head(); });
@@ -117,9 +118,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Clock::time_point start;
     int tokens = 0;           // for the log line
     int status_override = 0;  // for the log line
-    bool answered = false;     // respond() or end_stream() was called
-    bool head_sent = false;    // a final response head is queued
-    bool gone = false;         // the client left before the end
+    bool answered = false;    // respond() or end_stream() was called
+    bool head_sent = false;   // a final response head is queued
+    bool gone = false;        // the client left before the end
     bool logged = false;
     std::function<void()> on_gone;
     std::unique_ptr<net::steady_timer> deadline;
@@ -144,11 +145,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->body_limit(limits().max_body_bytes);
     stream_.expires_after(limits().read_timeout);
     if (buffer_.size() > 0) return read_rest_of_head();
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      if (ec) return self->close_now();  // closed, reset or idle past the timeout: nothing to answer
-      self->buffer_.commit(n);
-      self->read_rest_of_head();
-    });
+    stream_.async_read_some(
+        buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+          if (ec) return self->close_now();  // closed, reset or idle past the timeout: nothing to answer
+          self->buffer_.commit(n);
+          self->read_rest_of_head();
+        });
   }
 
   void read_rest_of_head() {
@@ -220,7 +222,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       c.keep_alive = false;
       refuse_unread(r, c.request.method, c.request.path);
     };
-    if (ec == beast::error::timeout) return log_line(c.request.method, c.request.path, 408, 0, c.start), close_now();
+    if (ec == beast::error::timeout)
+      return log_line(c.request.method, c.request.path, 408, 0, c.start), close_now();
     if (ec == http::error::body_limit)
       return refuse(json_error(413, "the request body is too large", "payload_too_large"));
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
@@ -234,13 +237,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // nothing of the exchange (no cycle).
     auto exchange = std::make_shared<ConnectionExchange>(shared_from_this(), c.seq);
     watch(c.seq);
-    net::post(*ctx_->workers, [handle = ctx_->handlers.handle, request = c.request, ex = std::move(exchange)] {
-      try {
-        handle(request, ex);
-      } catch (const std::exception& e) {
-        ex->respond(json_error(500, e.what(), "internal_error", "server_error"));
-      }
-    });
+    net::post(*ctx_->workers,
+              [handle = ctx_->handlers.handle, request = c.request, ex = std::move(exchange)] {
+                try {
+                  handle(request, ex);
+                } catch (const std::exception& e) {
+                  ex->respond(json_error(500, e.what(), "internal_error", "server_error"));
+                }
+              });
   }
 
   // Watches the socket while the request is worked on: bytes (a pipelined request) mean the client
@@ -248,20 +252,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // interim `100 Continue` (HTTP/1.1 clients must accept 1xx answers): a closed socket answers it
   // with a reset, which the error wait sees; a half-closed one keeps reading and gets its answer.
   void watch(uint64_t seq) {
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq](beast::error_code ec) {
-      if (ec || !self->active(seq)) return;
-      char byte;
-      const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0) return;  // a pipelined request is waiting: the client is there
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->watch(seq);
-      if (n < 0) return self->client_gone();
-      self->peer_closed_ = true;
-      self->stream_.socket().async_wait(tcp::socket::wait_error, [self, seq](beast::error_code e) {
-        if (!e && self->active(seq)) self->client_gone();
-      });
-      Current& c = *self->current_;
-      if (!c.head_sent && c.request.version >= 11) self->queue("HTTP/1.1 100 Continue\r\n\r\n", seq);
-    });
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this(), seq](beast::error_code ec) {
+          if (ec || !self->active(seq)) return;
+          char byte;
+          const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n > 0) return;  // a pipelined request is waiting: the client is there
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->watch(seq);
+          if (n < 0) return self->client_gone();
+          self->peer_closed_ = true;
+          self->stream_.socket().async_wait(tcp::socket::wait_error, [self, seq](beast::error_code e) {
+            if (!e && self->active(seq)) self->client_gone();
+          });
+          Current& c = *self->current_;
+          if (!c.head_sent && c.request.version >= 11) self->queue("HTTP/1.1 100 Continue\r\n\r\n", seq);
+        });
   }
 
   bool active(uint64_t seq) const { return current_ && current_->seq == seq && !current_->gone; }
@@ -326,10 +331,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write_raw(std::string bytes, std::function<void()> next) {
     auto data = std::make_shared<std::string>(std::move(bytes));
     stream_.expires_after(limits().read_timeout);
-    net::async_write(stream_, net::buffer(*data), [self = shared_from_this(), data, next](beast::error_code ec, size_t) {
-      if (ec) return self->close_now();
-      next();
-    });
+    net::async_write(stream_, net::buffer(*data),
+                     [self = shared_from_this(), data, next](beast::error_code ec, size_t) {
+                       if (ec) return self->close_now();
+                       next();
+                     });
   }
 
   void finish_when_written(int status) {
@@ -502,10 +508,10 @@ void serve_connection(tcp::socket socket, std::shared_ptr<HttpContext> context) 
 
 void refuse_connection(tcp::socket socket) {
   auto s = std::make_shared<tcp::socket>(std::move(socket));
-  auto bytes = std::make_shared<std::string>(serialize(
-      json_error(503, "the server has too many connections; try again later", "too_many_connections",
-                 "server_error"),
-      11, false, false));
+  auto bytes = std::make_shared<std::string>(
+      serialize(json_error(503, "the server has too many connections; try again later",
+                           "too_many_connections", "server_error"),
+                11, false, false));
   net::async_write(*s, net::buffer(*bytes), [s, bytes](beast::error_code, size_t) {
     beast::error_code ignored;
     s->shutdown(tcp::socket::shutdown_both, ignored);

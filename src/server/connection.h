@@ -3,16 +3,16 @@
 // to the routes through an Exchange, writes the answers in order (keep-alive and pipelining), and
 // notices a client that goes away. Connections are asynchronous: a slow client costs a socket and
 // a buffer, never a thread.
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <map>
-#include <mutex>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -21,7 +21,7 @@
 namespace tessera::server {
 
 struct HttpLimits {
-  size_t max_header_bytes = 16 * 1024;  // the request line and every header together (beyond: 431)
+  size_t max_header_bytes = 16 * 1024;      // the request line and every header together (beyond: 431)
   size_t max_body_bytes = size_t{1} << 20;  // after chunked decoding too (beyond: 413)
   // A request's head and body must arrive within this of the read's start (beyond: 408 and the
   // connection closes); an idle keep-alive connection closes after it; a write that makes no

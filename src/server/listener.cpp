@@ -58,17 +58,19 @@ int HttpListener::bind(const std::string& host, int port) {
   Impl& s = *impl_;
   boost::system::error_code ec;
   tcp::resolver resolver(s.io);
-  const auto endpoints =
-      resolver.resolve(host, std::to_string(port), tcp::resolver::numeric_service | tcp::resolver::passive, ec);
-  if (ec || endpoints.empty()) tessera::raise(ErrorCode::InvalidArgument, "cannot resolve '{}': {}", host, ec.message());
+  const auto endpoints = resolver.resolve(host, std::to_string(port),
+                                          tcp::resolver::numeric_service | tcp::resolver::passive, ec);
+  if (ec || endpoints.empty())
+    tessera::raise(ErrorCode::InvalidArgument, "cannot resolve '{}': {}", host, ec.message());
   const tcp::endpoint ep = endpoints.begin()->endpoint();
   s.acceptor.open(ep.protocol(), ec);
   if (!ec) s.acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) s.acceptor.bind(ep, ec);
   if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec)
-    tessera::raise(ErrorCode::InvalidArgument, "cannot bind {}:{} ({}: in use, or not an address of this machine)", host,
-          port, ec.message());
+    tessera::raise(ErrorCode::InvalidArgument,
+                   "cannot bind {}:{} ({}: in use, or not an address of this machine)", host, port,
+                   ec.message());
   return s.acceptor.local_endpoint().port();
 }
 
@@ -100,7 +102,8 @@ void HttpListener::stop() {
   for (auto& abort : aborts) abort();
   {
     std::unique_lock lock(s.context->mutex);
-    s.context->closed.wait_for(lock, std::chrono::seconds(2), [&] { return s.context->connections.load() == 0; });
+    s.context->closed.wait_for(lock, std::chrono::seconds(2),
+                               [&] { return s.context->connections.load() == 0; });
   }
   s.work.reset();
   s.io.stop();

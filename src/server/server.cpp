@@ -135,9 +135,9 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
         model_(std::move(model)),
         id_(fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", id)),
         created_(unix_time()),
-        timed_out_error_{408,
-                         fmt::format("the request ran past the server's timeout of {} s (--timeout)", timeout_s),
-                         "timeout_error", "request_timeout"} {}
+        timed_out_error_{
+            408, fmt::format("the request ran past the server's timeout of {} s (--timeout)", timeout_s),
+            "timeout_error", "request_timeout"} {}
 
   void start(Clock::time_point deadline) {
     // The exchange owns this reply; everything else holds it weakly (no cycle through the job).
@@ -318,12 +318,14 @@ std::optional<HttpResponse> Server::Impl::admit(const HttpRequest& req) {
   const Route* route = find_route(req.path);
   if (route == nullptr)
     return error_response(
-        {404, fmt::format("no route {}", escape_for_log(req.path)), "invalid_request_error", "not_found"}, cors);
+        {404, fmt::format("no route {}", escape_for_log(req.path)), "invalid_request_error", "not_found"},
+        cors);
   if (!route->allows(req.method)) {
     cors.emplace_back("Allow", route->allow_header());
-    return error_response({405, fmt::format("{} does not answer {}", route->path, escape_for_log(req.method, 32)),
-                           "invalid_request_error", "method_not_allowed"},
-                          cors);
+    return error_response(
+        {405, fmt::format("{} does not answer {}", route->path, escape_for_log(req.method, 32)),
+         "invalid_request_error", "method_not_allowed"},
+        cors);
   }
   if (req.method == "OPTIONS") {
     // A CORS preflight (from an allowed origin: checked above) or a plain question.
@@ -345,17 +347,19 @@ std::optional<HttpResponse> Server::Impl::admit(const HttpRequest& req) {
     const auto type = req.header("content-type");
     const std::string_view media = type ? type->substr(0, type->find(';')) : std::string_view();
     std::string lowered(media);
-    std::transform(lowered.begin(), lowered.end(), lowered.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(lowered.begin(), lowered.end(), lowered.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     while (!lowered.empty() && lowered.back() == ' ') lowered.pop_back();
     if (lowered != "application/json")
       return error_response({415, "the request body must be JSON sent as Content-Type: application/json",
                              "invalid_request_error", "unsupported_media_type"},
                             cors);
     if (const auto enc = req.header("content-encoding"); enc && *enc != "identity")
-      return error_response(
-          {415, fmt::format("Content-Encoding '{}' is not supported: send the body uncompressed", escape_for_log(*enc, 32)),
-           "invalid_request_error", "unsupported_media_type"},
-          cors);
+      return error_response({415,
+                             fmt::format("Content-Encoding '{}' is not supported: send the body uncompressed",
+                                         escape_for_log(*enc, 32)),
+                             "invalid_request_error", "unsupported_media_type"},
+                            cors);
   }
   return std::nullopt;
 }
@@ -458,13 +462,14 @@ void Server::Impl::install_routes() {
                       std::vector<llm::Token> prompt = prompt_tokens(body, *vocab);
                       generate(req, reply, std::move(prompt), g, false);
                     }});
-  routes.push_back({"/v1/chat/completions", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
-                      require_model();
-                      const json body = parse_body(req.body);
-                      GenerationRequest g = parse_generation(body, true, vocab->size());
-                      std::vector<llm::Token> prompt = chat->prompt(chat_messages(body));
-                      generate(req, reply, std::move(prompt), g, true);
-                    }});
+  routes.push_back(
+      {"/v1/chat/completions", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
+         require_model();
+         const json body = parse_body(req.body);
+         GenerationRequest g = parse_generation(body, true, vocab->size());
+         std::vector<llm::Token> prompt = chat->prompt(chat_messages(body));
+         generate(req, reply, std::move(prompt), g, true);
+       }});
   routes.push_back({"/tokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
                       require_model();
                       const json body = parse_body(req.body);
@@ -489,27 +494,28 @@ void Server::Impl::install_routes() {
                       reply.exchange->log_tokens(static_cast<int>(tokens.size()));
                       reply.text(200, "application/json", std::move(out));
                     }});
-  routes.push_back({"/detokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
-                      require_model();
-                      const json body = parse_body(req.body);
-                      auto it = body.find("tokens");
-                      if (it == body.end() || !it->is_array())
-                        fail(400, "'tokens' (an array of ids) is required", "invalid_type");
-                      std::vector<llm::Token> ids;
-                      const auto n_vocab = static_cast<int64_t>(vocab->size());
-                      for (const json& t : *it) {
-                        if (!t.is_number_integer()) fail(400, "'tokens' must hold integers", "invalid_type");
-                        const auto id = checked_integer(t);
-                        if (!id || *id < 0 || *id >= n_vocab)
-                          fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab),
-                               "invalid_value");
-                        ids.push_back(static_cast<llm::Token>(*id));
-                      }
-                      std::string text;
-                      for (llm::Token t : ids) text += vocab->token_to_piece(t);
-                      reply.exchange->log_tokens(static_cast<int>(ids.size()));
-                      reply.json_body(200, {{"content", text}});
-                    }});
+  routes.push_back(
+      {"/detokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
+         require_model();
+         const json body = parse_body(req.body);
+         auto it = body.find("tokens");
+         if (it == body.end() || !it->is_array())
+           fail(400, "'tokens' (an array of ids) is required", "invalid_type");
+         std::vector<llm::Token> ids;
+         const auto n_vocab = static_cast<int64_t>(vocab->size());
+         for (const json& t : *it) {
+           if (!t.is_number_integer()) fail(400, "'tokens' must hold integers", "invalid_type");
+           const auto id = checked_integer(t);
+           if (!id || *id < 0 || *id >= n_vocab)
+             fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab),
+                  "invalid_value");
+           ids.push_back(static_cast<llm::Token>(*id));
+         }
+         std::string text;
+         for (llm::Token t : ids) text += vocab->token_to_piece(t);
+         reply.exchange->log_tokens(static_cast<int>(ids.size()));
+         reply.json_body(200, {{"content", text}});
+       }});
   routes.push_back({"/metrics", {"GET"}, false, [this](const HttpRequest&, const Reply& reply) {
                       require_model();
                       reply.text(200, "text/plain; version=0.0.4", metrics_text());
@@ -523,11 +529,14 @@ Server::~Server() { stop(); }
 void Server::start() {
   Impl& s = *impl_;
   if (s.started) tessera::raise(ErrorCode::InvalidArgument, "the server is already started");
-  if (s.opt.n_slots <= 0) tessera::raise(ErrorCode::InvalidArgument, "slots must be positive, got {}", s.opt.n_slots);
+  if (s.opt.n_slots <= 0)
+    tessera::raise(ErrorCode::InvalidArgument, "slots must be positive, got {}", s.opt.n_slots);
   if (s.opt.read_timeout_s <= 0)
-    tessera::raise(ErrorCode::InvalidArgument, "the read timeout must be positive, got {}", s.opt.read_timeout_s);
+    tessera::raise(ErrorCode::InvalidArgument, "the read timeout must be positive, got {}",
+                   s.opt.read_timeout_s);
   if (s.opt.max_connections <= 0)
-    tessera::raise(ErrorCode::InvalidArgument, "max connections must be positive, got {}", s.opt.max_connections);
+    tessera::raise(ErrorCode::InvalidArgument, "max connections must be positive, got {}",
+                   s.opt.max_connections);
   s.access.allowed_hosts = AccessPolicy::hosts_for_address(s.opt.host, s.opt.allowed_hosts);
   s.access.cors_origins = s.opt.cors_origins;
   s.access.api_key = s.opt.api_key;

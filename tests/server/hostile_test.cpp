@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "support/sanitizers.h"
-#include "test_server.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/vocab.h"
+#include "test_server.h"
 
 using namespace tessera;
 using namespace tessera::test_server;
@@ -65,19 +65,20 @@ TEST(ServerHostile, DeeplyNestedJsonIsA400AndTheServerLives) {
   const int port = s.srv->port();
   const std::string deep = nested(60000);
   for (const std::string& body :
-       {"{\"messages\":" + deep + "}",
-        "{\"messages\":[{\"role\":" + deep + ",\"content\":\"x\"}]}",
+       {"{\"messages\":" + deep + "}", "{\"messages\":[{\"role\":" + deep + ",\"content\":\"x\"}]}",
         "{\"messages\":[{\"role\":\"user\",\"content\":[" + deep + "]}]}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"unknown\":" + deep + "}"}) {
-    expect_raw_error(round_trip(port, http_request("POST", "/v1/chat/completions", body)), 400, "invalid_json");
+    expect_raw_error(round_trip(port, http_request("POST", "/v1/chat/completions", body)), 400,
+                     "invalid_json");
   }
-  expect_raw_error(round_trip(port, http_request("POST", "/v1/completions", "{\"prompt\":" + deep + "}")), 400,
-                   "invalid_json");
+  expect_raw_error(round_trip(port, http_request("POST", "/v1/completions", "{\"prompt\":" + deep + "}")),
+                   400, "invalid_json");
   // The same through a chunked upload.
   RawClient c(port);
   const std::string body = "{\"messages\":" + deep + "}";
-  std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n";
+  std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
   for (size_t at = 0; at < body.size(); at += 4096) {
     const std::string part = body.substr(at, 4096);
     char size[16];
@@ -139,14 +140,16 @@ TEST(ServerHostile, SlowHeadsDoNotStallOthersAndAreClosed) {
 TEST(ServerHostile, CompressedBodiesAreRefusedAndChunkedOnesObeyMaxBody) {
   TestServer s([](server::ServerOptions& o) { o.max_body_bytes = 4096; });
   const int port = s.srv->port();
-  expect_raw_error(round_trip(port, http_request("POST", "/v1/completions", std::string(100, '\x1f'),
-                                               {"Content-Type: application/json", "Content-Encoding: gzip"})),
-                   415, "unsupported_media_type");
+  expect_raw_error(
+      round_trip(port, http_request("POST", "/v1/completions", std::string(100, '\x1f'),
+                                    {"Content-Type: application/json", "Content-Encoding: gzip"})),
+      415, "unsupported_media_type");
   // 5 MB chunked against a 4 KiB limit: 413 (and the connection closes), not 200.
   RawClient c(port);
   std::thread upload([&] {
-    std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                      "Transfer-Encoding: chunked\r\n\r\n";
+    std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n";
     c.send(req);
     const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
     for (int i = 0; i < 80; ++i)
@@ -159,10 +162,11 @@ TEST(ServerHostile, CompressedBodiesAreRefusedAndChunkedOnesObeyMaxBody) {
   // A chunked body within the limit is read whole.
   const std::string body = greedy("Once upon a time", 3).dump();
   RawClient ok(port);
-  ASSERT_TRUE(ok.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                      "Transfer-Encoding: chunked\r\n\r\n5\r\n" +
-                      body.substr(0, 5) + "\r\n" + fmt::format("{:x}", body.size() - 5) + "\r\n" + body.substr(5) +
-                      "\r\n0\r\n\r\n"));
+  ASSERT_TRUE(
+      ok.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              "Transfer-Encoding: chunked\r\n\r\n5\r\n" +
+              body.substr(0, 5) + "\r\n" + fmt::format("{:x}", body.size() - 5) + "\r\n" + body.substr(5) +
+              "\r\n0\r\n\r\n"));
   auto good = ok.read_response();
   ASSERT_TRUE(good);
   EXPECT_EQ(good->status, 200) << good->body;
@@ -255,14 +259,16 @@ TEST(ServerHostile, BrowsersMeetContentTypeHostAndCorsChecks) {
   const int port = s.srv->port();
   const std::string body = greedy("Once upon a time", 2).dump();
   // Bodies a page can send without a preflight are not JSON requests.
-  expect_raw_error(round_trip(port, http_request("POST", "/v1/completions", body, {"Content-Type: text/plain"})), 415,
-                   "unsupported_media_type");
+  expect_raw_error(
+      round_trip(port, http_request("POST", "/v1/completions", body, {"Content-Type: text/plain"})), 415,
+      "unsupported_media_type");
   expect_raw_error(round_trip(port, http_request("POST", "/v1/completions", body,
-                                               {"Content-Type: application/x-www-form-urlencoded"})),
+                                                 {"Content-Type: application/x-www-form-urlencoded"})),
                    415, "unsupported_media_type");
-  expect_raw_error(round_trip(port, http_request("POST", "/v1/completions", body, {})), 415, "unsupported_media_type");
+  expect_raw_error(round_trip(port, http_request("POST", "/v1/completions", body, {})), 415,
+                   "unsupported_media_type");
   EXPECT_EQ(round_trip(port, http_request("POST", "/v1/completions", body,
-                                        {"Content-Type: Application/JSON; charset=utf-8"}))
+                                          {"Content-Type: Application/JSON; charset=utf-8"}))
                 .status,
             200);
   // DNS rebinding: a name that is not this server's is refused, on every route.
@@ -277,26 +283,30 @@ TEST(ServerHostile, BrowsersMeetContentTypeHostAndCorsChecks) {
   EXPECT_EQ(with_host("[::1]:" + std::to_string(port)).status, 200);
   EXPECT_EQ(with_host("tessera.internal").status, 200);
   // CORS: the listed origin gets a preflight answer and its headers; any other origin a 403.
-  auto preflight = round_trip(port, http_request("OPTIONS", "/v1/chat/completions", "",
-                                               {"Origin: http://app.example", "Access-Control-Request-Method: POST",
-                                                "Access-Control-Request-Headers: content-type, authorization"}));
+  auto preflight =
+      round_trip(port, http_request("OPTIONS", "/v1/chat/completions", "",
+                                    {"Origin: http://app.example", "Access-Control-Request-Method: POST",
+                                     "Access-Control-Request-Headers: content-type, authorization"}));
   EXPECT_EQ(preflight.status, 204);
   EXPECT_EQ(preflight.headers["access-control-allow-origin"], "http://app.example");
   EXPECT_NE(preflight.headers["access-control-allow-methods"].find("POST"), std::string::npos);
   EXPECT_NE(preflight.headers["access-control-allow-headers"].find("Authorization"), std::string::npos);
-  expect_raw_error(round_trip(port, http_request("OPTIONS", "/v1/chat/completions", "",
-                                               {"Origin: http://evil.example", "Access-Control-Request-Method: POST"})),
-                   403, "origin_not_allowed");
-  auto cross = round_trip(port, http_request("POST", "/v1/completions", body,
-                                           {"Content-Type: application/json", "Origin: http://app.example"}));
+  expect_raw_error(
+      round_trip(port, http_request("OPTIONS", "/v1/chat/completions", "",
+                                    {"Origin: http://evil.example", "Access-Control-Request-Method: POST"})),
+      403, "origin_not_allowed");
+  auto cross =
+      round_trip(port, http_request("POST", "/v1/completions", body,
+                                    {"Content-Type: application/json", "Origin: http://app.example"}));
   EXPECT_EQ(cross.status, 200);
   EXPECT_EQ(cross.headers["access-control-allow-origin"], "http://app.example");
-  expect_raw_error(round_trip(port, http_request("POST", "/v1/completions", body,
-                                               {"Content-Type: application/json", "Origin: http://evil.example"})),
-                   403, "origin_not_allowed");
+  expect_raw_error(
+      round_trip(port, http_request("POST", "/v1/completions", body,
+                                    {"Content-Type: application/json", "Origin: http://evil.example"})),
+      403, "origin_not_allowed");
   // The server's own page (same origin) needs no CORS.
   auto same = round_trip(port, http_request("POST", "/v1/completions", body,
-                                          {"Content-Type: application/json", "Origin: http://127.0.0.1"}));
+                                            {"Content-Type: application/json", "Origin: http://127.0.0.1"}));
   EXPECT_EQ(same.status, 200);
   EXPECT_EQ(same.headers.count("access-control-allow-origin"), 0u);
 }
@@ -361,7 +371,8 @@ TEST(ServerHostile, BurstsAreAnsweredPipelinedRequestsToAndHalfClosedClientsToo)
   auto r = h.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"].get<std::string>().rfind(", there was", 0), 0u) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"].get<std::string>().rfind(", there was", 0), 0u)
+      << r->body;
 }
 
 TEST(ServerHostile, ParametersAreHonouredOrRefusedByName) {
@@ -369,9 +380,15 @@ TEST(ServerHostile, ParametersAreHonouredOrRefusedByName) {
   auto model = llm::Model::load(kModel);
   const auto vocab = llm::Vocab::from_gguf(*model->file());
   const json base = greedy("Once upon a time", 6);
-  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
-           {"logprobs", 2}, {"echo", true}, {"best_of", 3}, {"suffix", "end"}, {"tools", json::array({{{"type", "function"}}})},
-           {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}, {"stream_option", true}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, json>>{{"logprobs", 2},
+                                                 {"echo", true},
+                                                 {"best_of", 3},
+                                                 {"suffix", "end"},
+                                                 {"tools", json::array({{{"type", "function"}}})},
+                                                 {"tool_choice", "required"},
+                                                 {"response_format", {{"type", "json_object"}}},
+                                                 {"stream_option", true}}) {
     json body = base;
     body[key] = value;
     auto r = s.post("/v1/completions", body);
@@ -389,7 +406,8 @@ TEST(ServerHostile, ParametersAreHonouredOrRefusedByName) {
   EXPECT_EQ(d->status, 200) << d->body;
   // Content parts are their text; other part types are refused.
   json parts = chat_body("");
-  parts["messages"][0]["content"] = json::array({{{"type", "text"}, {"text", "Once upon "}}, {{"type", "text"}, {"text", "a time"}}});
+  parts["messages"][0]["content"] =
+      json::array({{{"type", "text"}, {"text", "Once upon "}}, {{"type", "text"}, {"text", "a time"}}});
   auto pr = s.post("/v1/chat/completions", parts);
   ASSERT_TRUE(pr);
   ASSERT_EQ(pr->status, 200) << pr->body;
@@ -406,11 +424,12 @@ TEST(ServerHostile, ParametersAreHonouredOrRefusedByName) {
   std::string six;
   for (int i = 0; i < 6; ++i) six += vocab.token_to_piece(forced);
   EXPECT_EQ(json::parse(b->body)["choices"][0]["text"], six);
-  expect_error(s.post("/v1/completions", [&] {
-                 json j = base;
-                 j["logit_bias"] = {{"99999", 1}};
-                 return j;
-               }()),
+  expect_error(s.post("/v1/completions",
+                      [&] {
+                        json j = base;
+                        j["logit_bias"] = {{"99999", 1}};
+                        return j;
+                      }()),
                400, "invalid_value");
   // The penalties reach the sampler: the greedy story repeats tokens, and stops doing so.
   json plain = greedy("Once upon a time", 40), penalised = plain;
@@ -420,11 +439,12 @@ TEST(ServerHostile, ParametersAreHonouredOrRefusedByName) {
   ASSERT_TRUE(p0 && p1);
   ASSERT_EQ(p1->status, 200) << p1->body;
   EXPECT_NE(json::parse(p0->body)["choices"][0]["text"], json::parse(p1->body)["choices"][0]["text"]);
-  expect_error(s.post("/v1/completions", [&] {
-                 json j = base;
-                 j["presence_penalty"] = 3;
-                 return j;
-               }()),
+  expect_error(s.post("/v1/completions",
+                      [&] {
+                        json j = base;
+                        j["presence_penalty"] = 3;
+                        return j;
+                      }()),
                422, "invalid_value");
 }
 
@@ -432,7 +452,9 @@ TEST(ServerHostile, IntegersDoNotWrapAndHttpDetailsAreRight) {
   TestServer s([](server::ServerOptions& o) { o.api_key = "k3y"; });
   const int port = s.srv->port();
   const httplib::Headers auth{{"Authorization", "bearer k3y"}};  // the scheme in any case
-  auto raw = [&](const std::string& body) { return s.client().Post("/v1/completions", auth, body, "application/json"); };
+  auto raw = [&](const std::string& body) {
+    return s.client().Post("/v1/completions", auth, body, "application/json");
+  };
   auto big = raw(R"({"prompt":"Hi","max_tokens":9223372036854775808})");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 422) << big->body;

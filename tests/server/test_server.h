@@ -4,6 +4,7 @@
 // does (partial heads, pipelining, half-closes, chosen source addresses).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,15 +12,13 @@
 
 #include <cctype>
 #include <chrono>
-#include <stdexcept>
-#include <httplib.h>
-
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,7 +29,8 @@ namespace tessera::test_server {
 using nlohmann::json;
 
 inline const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
-inline const std::string kLily = ", there was a little girl named Lily. She loved to play outside in the park.";
+inline const std::string kLily =
+    ", there was a little girl named Lily. She loved to play outside in the park.";
 
 struct TestServer {
   // `configure` changes the defaults (one slot, 256 cells per slot, any free port).
@@ -120,7 +120,6 @@ inline void expect_error(const httplib::Result& r, int status, const std::string
   }
 }
 
-
 // One TCP connection spoken to byte by byte.
 class RawClient {
  public:
@@ -154,7 +153,6 @@ class RawClient {
 // A request as bytes: METHOD PATH HTTP/1.1, Host, the headers given, Content-Length when a body.
 std::string http_request(const std::string& method, const std::string& path, const std::string& body = {},
                          const std::vector<std::string>& headers = {"Content-Type: application/json"});
-
 
 inline RawClient::RawClient(int port, const char* source) {
   fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -238,7 +236,8 @@ inline std::optional<RawClient::Response> RawClient::read_response(double second
     size_t at = head.find("\r\n");
     while (at != std::string::npos) {
       const size_t next = head.find("\r\n", at + 2);
-      const std::string line = head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
+      const std::string line =
+          head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
       const size_t colon = line.find(':');
       if (colon != std::string::npos) {
         std::string name = line.substr(0, colon);
@@ -273,12 +272,11 @@ inline std::optional<RawClient::Response> RawClient::read_response(double second
 }
 
 inline std::string http_request(const std::string& method, const std::string& path, const std::string& body,
-                         const std::vector<std::string>& headers) {
+                                const std::vector<std::string>& headers) {
   std::string out = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
   for (const std::string& h : headers) out += h + "\r\n";
   if (!body.empty() || method == "POST") out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   return out + "\r\n" + body;
 }
-
 
 }  // namespace tessera::test_server

@@ -71,7 +71,8 @@ void add_serve(CLI::App& app) {
                   "prompt tokens read per step, all slots together (smaller: steadier generation "
                   "while long prompts are read; larger: faster prompts)")
       ->check(positive());
-  cmd->add_option("--max-body", o->max_body_bytes, "largest request body in bytes, chunked too (beyond: 413)");
+  cmd->add_option("--max-body", o->max_body_bytes,
+                  "largest request body in bytes, chunked too (beyond: 413)");
   cmd->callback([o] { serve(*o); });
 }
 
