@@ -275,6 +275,21 @@ GenerationRequest parse_generation(const json& body, bool chat, size_t n_vocab) 
   return r;
 }
 
+std::vector<llm::Token> token_ids(const json& ids, const char* key, size_t n_vocab) {
+  std::vector<llm::Token> tokens;
+  tokens.reserve(ids.size());
+  for (const json& t : ids) {
+    if (!t.is_number_integer())
+      fail(400, fmt::format("'{}' token ids must be integers", key), "invalid_type");
+    const auto id = checked_integer(t);
+    if (!id || *id < 0 || static_cast<uint64_t>(*id) >= n_vocab)
+      fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab),
+           "invalid_value");
+    tokens.push_back(static_cast<llm::Token>(*id));
+  }
+  return tokens;
+}
+
 std::vector<llm::Token> prompt_tokens(const json& body, const llm::Vocab& vocab) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) fail(400, "'prompt' is required", "missing_prompt");
@@ -285,15 +300,7 @@ std::vector<llm::Token> prompt_tokens(const json& body, const llm::Vocab& vocab)
     if (text.empty()) fail(400, "'prompt' is empty", "empty_prompt");
     tokens = vocab.encode(text, /*add_special=*/true);
   } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
-    const auto n_vocab = static_cast<int64_t>(vocab.size());
-    for (const json& t : p) {
-      if (!t.is_number_integer()) fail(400, "'prompt' token ids must be integers", "invalid_type");
-      const auto id = checked_integer(t);
-      if (!id || *id < 0 || *id >= n_vocab)
-        fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab),
-             "invalid_value");
-      tokens.push_back(static_cast<llm::Token>(*id));
-    }
+    tokens = token_ids(p, "prompt", vocab.size());
   } else if (p.is_array() && p.empty()) {
     fail(400, "'prompt' is empty", "empty_prompt");
   } else {

@@ -45,6 +45,8 @@ struct GenerationRequest {
 // parameter is a 400 naming it. Wrong types are 400, values out of range 422.
 GenerationRequest parse_generation(const nlohmann::json& body, bool chat, size_t n_vocab);
 
+// A JSON array of token ids (member `key` of the request) inside [0, n_vocab), else a 400.
+std::vector<llm::Token> token_ids(const nlohmann::json& ids, const char* key, size_t n_vocab);
 // /v1/completions' prompt: a string (tokenized with BOS as the vocabulary asks, special tokens
 // not parsed), an array of one string, or an array of token ids inside the vocabulary; else a 400.
 std::vector<llm::Token> prompt_tokens(const nlohmann::json& body, const llm::Vocab& vocab);

@@ -494,28 +494,18 @@ void Server::Impl::install_routes() {
                       reply.exchange->log_tokens(static_cast<int>(tokens.size()));
                       reply.text(200, "application/json", std::move(out));
                     }});
-  routes.push_back(
-      {"/detokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
-         require_model();
-         const json body = parse_body(req.body);
-         auto it = body.find("tokens");
-         if (it == body.end() || !it->is_array())
-           fail(400, "'tokens' (an array of ids) is required", "invalid_type");
-         std::vector<llm::Token> ids;
-         const auto n_vocab = static_cast<int64_t>(vocab->size());
-         for (const json& t : *it) {
-           if (!t.is_number_integer()) fail(400, "'tokens' must hold integers", "invalid_type");
-           const auto id = checked_integer(t);
-           if (!id || *id < 0 || *id >= n_vocab)
-             fail(400, fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), n_vocab),
-                  "invalid_value");
-           ids.push_back(static_cast<llm::Token>(*id));
-         }
-         std::string text;
-         for (llm::Token t : ids) text += vocab->token_to_piece(t);
-         reply.exchange->log_tokens(static_cast<int>(ids.size()));
-         reply.json_body(200, {{"content", text}});
-       }});
+  routes.push_back({"/detokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
+                      require_model();
+                      const json body = parse_body(req.body);
+                      auto it = body.find("tokens");
+                      if (it == body.end() || !it->is_array())
+                        fail(400, "'tokens' (an array of ids) is required", "invalid_type");
+                      const std::vector<llm::Token> ids = token_ids(*it, "tokens", vocab->size());
+                      std::string text;
+                      for (llm::Token t : ids) text += vocab->token_to_piece(t);
+                      reply.exchange->log_tokens(static_cast<int>(ids.size()));
+                      reply.json_body(200, {{"content", text}});
+                    }});
   routes.push_back({"/metrics", {"GET"}, false, [this](const HttpRequest&, const Reply& reply) {
                       require_model();
                       reply.text(200, "text/plain; version=0.0.4", metrics_text());
