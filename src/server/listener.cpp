@@ -108,6 +108,9 @@ void HttpListener::stop() {
   s.work.reset();
   s.io.stop();
   for (auto& t : s.threads) t.join();
+  // What still holds a connection (a generation's handle) may release it later: it must not call
+  // into a server that is going away.
+  s.context->handlers = {};
 }
 
 }  // namespace tessera::server
