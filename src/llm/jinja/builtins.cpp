@@ -807,10 +807,23 @@ Value apply_filter(const std::string& name, const Value& v, const Arguments& a, 
     return Value(std::move(out));
   }
   // Case changes keep each byte's origin while they keep the length (see remapped).
-  if (name == "upper") return Value(v.as_marked().remapped(change_case(need_string(), true)));
-  if (name == "lower") return Value(v.as_marked().remapped(change_case(need_string(), false)));
-  if (name == "title") return Value(v.as_marked().remapped(title_case(need_string())));
-  if (name == "capitalize") return Value(v.as_marked().remapped(capitalize(need_string())));
+  // (need_string() first: it refuses a value that is not a string before as_marked() reads it.)
+  if (name == "upper") {
+    const std::string& text = need_string();
+    return Value(v.as_marked().remapped(change_case(text, true)));
+  }
+  if (name == "lower") {
+    const std::string& text = need_string();
+    return Value(v.as_marked().remapped(change_case(text, false)));
+  }
+  if (name == "title") {
+    const std::string& text = need_string();
+    return Value(v.as_marked().remapped(title_case(text)));
+  }
+  if (name == "capitalize") {
+    const std::string& text = need_string();
+    return Value(v.as_marked().remapped(capitalize(text)));
+  }
   if (name == "trim") {
     need_string();
     return Value(strip(v.as_marked(), a.get(0, "chars"), true, true, "trim's characters"));
