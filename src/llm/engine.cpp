@@ -80,6 +80,12 @@ void Generation::signal(std::unique_lock<std::mutex>& lock) noexcept {
     lock.unlock();
     return;
   }
+  // Nobody to tell: no round, so that a subscribe() right after (say, after wait() saw the end)
+  // is not left to a round of this thread that it may have replaced by then.
+  if (!notify_) {
+    lock.unlock();
+    return;
+  }
   notifying_ = true;
   for (;;) {
     auto notify = notify_;  // a subscribe() during the call replaces it for the next round
