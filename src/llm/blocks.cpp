@@ -215,6 +215,7 @@ Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap) {
   }
   x = b.select_outputs(x);
   x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
+  if (b.embeddings) return x;
   return GraphBuild::named(ops::mul_mat(b.ctx, m.output(), x), "logits");
 }
 
@@ -238,6 +239,7 @@ Tensor* sandwich_norm_decoder(GraphBuild& b,
   }
   x = b.select_outputs(x);
   x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
+  if (b.embeddings) return x;
   Tensor* logits = named(ops::mul_mat(b.ctx, m.output(), x), "logits", -1);
   if (h.final_softcap != 0.0f) logits = soft_cap(b, logits, h.final_softcap, "logits_capped", -1);
   return logits;

@@ -30,6 +30,7 @@ struct GraphBuild {
   int64_t n_tokens = 0;
   int64_t n_kv = 0;         // cells attended: [0, n_kv), padded so that shapes repeat between tokens
   bool flash_attn = false;  // fused attention (FLASH_ATTN_EXT) where the layer's cache is in host memory
+  bool embeddings = false;  // the decoders return the normed hidden states (result_norm), not logits
   std::vector<KvRun> runs;
   Tensor* tokens = nullptr;                        // I32 [n_tokens]
   Tensor* positions = nullptr;                     // I32 [n_tokens]

@@ -138,6 +138,24 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, const 
   return render_prompt(messages, options).text;
 }
 
+ChatOptions chat_options_for(const Vocab& vocab) {
+  ChatOptions options;
+  if (vocab.bos() != kNoToken) options.bos_token = vocab.text(vocab.bos());
+  if (vocab.eos() != kNoToken) options.eos_token = vocab.text(vocab.eos());
+  return options;
+}
+
+std::vector<Token> tokenize_chat_prompt(const Vocab& vocab, const RenderedPrompt& prompt,
+                                        const ChatOptions& options) {
+  const std::string& text = prompt.text;
+  // Templates that write the BOS text themselves get no second BOS (a message's text at the
+  // start does not count: it is plain text, so the prompt still needs its BOS).
+  const bool literal_start =
+      prompt.data_ranges.empty() || prompt.data_ranges.front().first >= options.bos_token.size();
+  const bool has_bos = !options.bos_token.empty() && text.rfind(options.bos_token, 0) == 0 && literal_start;
+  return vocab.encode_with_plain_ranges(text, /*add_special=*/!has_bos, prompt.data_ranges);
+}
+
 std::optional<std::string> chat_template_source(const gguf::File& file) {
   const gguf::Value* v = file.find(kChatTemplateKey);
   if (v == nullptr) return std::nullopt;

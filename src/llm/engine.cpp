@@ -8,23 +8,7 @@
 #include "core/check.h"
 
 namespace tessera::llm {
-namespace {
-
-// The longest suffix of `text` (from `from`) that is a proper prefix of a stop string: it may
-// still become a stop, so it is held back.
-size_t stop_prefix_tail(const std::string& text, size_t from, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const std::string& s : stops) {
-    for (size_t k = std::min(s.size() - 1, text.size() - from); k > hold; --k)
-      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-        hold = k;
-        break;
-      }
-  }
-  return hold;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 const char* finish_reason_name(FinishReason reason) noexcept {
   switch (reason) {
@@ -292,9 +276,7 @@ void Engine::admit(std::vector<std::shared_ptr<Generation>>& dropped) {
     s.scope = s.job->params_.cache_scope;
     s.fed = reuse;
     s.next = kNoToken;
-    s.streamer.emplace(vocab_);
-    s.text.clear();
-    s.emitted = 0;
+    s.text.emplace(vocab_, s.job->params_.stop);
     s.generated = 0;
     s.sampler = std::make_unique<Sampler>(s.job->params_.sampling);
     for (Token t : prompt) s.sampler->accept(t);
@@ -323,26 +305,14 @@ void Engine::release(Slot& slot, FinishReason reason, const std::string& error) 
   slot.job->finish(reason, error);
   slot.job.reset();
   slot.sampler.reset();
-  slot.streamer.reset();
+  slot.text.reset();
   slot.next = kNoToken;
-}
-
-void Engine::emit(Slot& slot, bool final) {
-  size_t end = slot.text.size();
-  // The text ends on a character (the streamer holds incomplete UTF-8), and a stop string starts
-  // on one, so holding back a stop's prefix never splits a character either.
-  if (!final) end -= stop_prefix_tail(slot.text, slot.emitted, slot.job->params_.stop);
-  if (end > slot.emitted) {
-    slot.job->push(slot.text.substr(slot.emitted, end - slot.emitted));
-    slot.emitted = end;
-  }
 }
 
 bool Engine::accept_token(Slot& slot, Token token) {
   const GenerationParams& p = slot.job->params_;
   if (p.stop_at_eos && vocab_.is_end_of_generation(token)) {
-    slot.text += slot.streamer->finish();
-    emit(slot, true);
+    slot.job->push(slot.text->finish());
     release(slot, FinishReason::Stop);
     return true;
   }
@@ -351,24 +321,16 @@ bool Engine::accept_token(Slot& slot, Token token) {
     std::lock_guard jl(slot.job->mutex_);
     slot.job->state_.completion_tokens = slot.generated;
   }
-  const size_t from = slot.emitted;
-  slot.text += slot.streamer->push(token);
-  // A stop string cannot start before `from`: emit() holds back any tail that could begin one.
-  size_t stop_at = std::string::npos;
-  for (const std::string& s : p.stop) stop_at = std::min(stop_at, slot.text.find(s, from));
-  if (stop_at != std::string::npos) {
-    slot.text.resize(stop_at);
-    emit(slot, true);
+  slot.job->push(slot.text->push(token));
+  if (slot.text->stopped()) {
     release(slot, FinishReason::Stop);
     return true;
   }
   if (slot.generated >= p.max_tokens || static_cast<int64_t>(slot.held.size()) >= slot_ctx_) {
-    slot.text += slot.streamer->finish();
-    emit(slot, true);
+    slot.job->push(slot.text->finish());
     release(slot, FinishReason::Length);
     return true;
   }
-  emit(slot, false);
   slot.next = token;
   return false;
 }

@@ -110,6 +110,7 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
   const int64_t pad = options_.kv_pad;
   b.n_kv = std::min(cache_->size(), (cache_->used_end() + pad - 1) / pad * pad);
   b.flash_attn = options_.flash_attn;
+  b.embeddings = options_.embeddings;
   for (size_t t = 0; t < n; ++t) {
     const int64_t tt = static_cast<int64_t>(t);
     if (!b.runs.empty() && b.runs.back().token + b.runs.back().n == tt &&
@@ -156,6 +157,7 @@ void Session::reserve(int64_t n_outputs) {
   b.n_tokens = std::min(options_.n_batch, cache_->size());
   b.n_kv = cache_->size();
   b.runs.push_back({0, 0, b.n_tokens});  // nothing runs: the cache is not written
+  b.embeddings = options_.embeddings;
   n_outputs = std::clamp<int64_t>(n_outputs, 1, b.n_tokens);
   for (int64_t t = b.n_tokens - n_outputs; t < b.n_tokens; ++t) b.out_rows.push_back(static_cast<int32_t>(t));
   b.tokens = new_input(ctx, b.n_tokens, "inp_tokens");

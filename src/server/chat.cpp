@@ -57,10 +57,8 @@ std::vector<llm::Token> ChatFormatter::prompt(const nlohmann::json& messages) co
   if (!template_)
     fail(400, "the model has no chat template: start the server with --chat-template-file",
          "no_chat_template");
-  llm::ChatOptions options;
+  llm::ChatOptions options = llm::chat_options_for(*vocab_);
   options.add_generation_prompt = true;
-  if (vocab_->bos() != llm::kNoToken) options.bos_token = vocab_->text(vocab_->bos());
-  if (vocab_->eos() != llm::kNoToken) options.eos_token = vocab_->text(vocab_->eos());
   if (nesting_exceeds(messages, kMaxMessagesNesting))
     fail(400, fmt::format("the messages are nested deeper than {} levels", kMaxMessagesNesting),
          "invalid_messages");
@@ -70,16 +68,8 @@ std::vector<llm::Token> ChatFormatter::prompt(const nlohmann::json& messages) co
   } catch (const Error& e) {
     fail(400, e.what(), "invalid_messages");
   }
-  const std::string& text = prompt.text;
-  if (text.empty()) fail(400, "the chat template rendered an empty prompt", "empty_prompt");
-  // Templates that write the BOS text themselves get no second BOS (a message's text at the
-  // start does not count: it is plain text, so the prompt still needs its BOS).
-  const bool literal_start =
-      prompt.data_ranges.empty() || prompt.data_ranges.front().first >= options.bos_token.size();
-  const bool has_bos = !options.bos_token.empty() && text.rfind(options.bos_token, 0) == 0 && literal_start;
-  // Only the template's own text may spell control tokens: a message's "</s>" or
-  // "<|im_start|>" is plain text.
-  return vocab_->encode_with_plain_ranges(text, /*add_special=*/!has_bos, prompt.data_ranges);
+  if (prompt.text.empty()) fail(400, "the chat template rendered an empty prompt", "empty_prompt");
+  return llm::tokenize_chat_prompt(*vocab_, prompt, options);
 }
 
 }  // namespace tessera::server

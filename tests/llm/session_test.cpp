@@ -9,6 +9,8 @@
 #include <cmath>
 
 #include "support/opencl.h"
+#include "tessera/buffer.h"
+#include "tessera/convert.h"
 #include "tessera/device.h"
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
@@ -337,4 +339,41 @@ TEST_F(SessionTest, ReserveCoversEveryLaterDecodeAndChangesNoLogits) {
     batch_size = batch_size % 32 + 7;
   }
   EXPECT_GT(fresh.activation_bytes(), 0u);
+}
+
+TEST_F(SessionTest, EmbeddingsAreTheHiddenStatesTheOutputMatrixTurnsIntoLogits) {
+  // The hidden states of an embeddings session, multiplied by the output matrix here, give the
+  // logits a plain session computes.
+  Session plain(*model_, SessionOptions{.n_ctx = 64});
+  Session hidden(*model_, SessionOptions{.n_ctx = 64, .embeddings = true});
+  const std::vector<Token> prompt = encode("Once upon a time, there was a cat.");
+  const std::vector<float> logits = plain.decode(prompt, /*all_logits=*/true);
+  const std::vector<float> states = hidden.decode(prompt, /*all_logits=*/true);
+  const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
+  const auto n = static_cast<size_t>(n_vocab());
+  ASSERT_EQ(states.size(), prompt.size() * n_embd);
+  ASSERT_EQ(logits.size(), prompt.size() * n);
+  const Tensor& w = *model_->output();
+  ASSERT_TRUE(w.type == DType::F32 || w.type == DType::F16) << "stories260K's output matrix";
+  std::vector<float> weights(n * n_embd);
+  if (w.type == DType::F32) {
+    tensor_get(w, weights.data(), 0, weights.size() * sizeof(float));
+  } else {
+    std::vector<uint16_t> halves(weights.size());
+    tensor_get(w, halves.data(), 0, halves.size() * sizeof(uint16_t));
+    fp16_to_fp32_row(halves.data(), weights.data(), static_cast<int64_t>(halves.size()));
+  }
+  double worst = 0.0;
+  for (size_t t = 0; t < prompt.size(); ++t)
+    for (size_t v = 0; v < n; ++v) {
+      double sum = 0.0;
+      for (size_t j = 0; j < n_embd; ++j)
+        sum += static_cast<double>(weights[v * n_embd + j]) * states[t * n_embd + j];
+      worst = std::max(worst, std::fabs(sum - logits[t * n + v]));
+    }
+  EXPECT_LT(worst, 1e-3);
+  // A batch asking for no output still fills the cache; hidden states count per wanted token.
+  Batch b;
+  b.add(300, static_cast<Pos>(prompt.size()), 0, false);
+  EXPECT_TRUE(hidden.decode(b).empty());
 }

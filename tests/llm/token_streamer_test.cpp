@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/byte_vocab.h"
 #include "support/vocab_vectors.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
@@ -16,30 +17,8 @@ using testing_support::vocab_path;
 
 namespace {
 
-// Ids 0..255: GPT-2's byte alphabet in byte order (so id = byte), 256 <|eot_id|> (control).
-Vocab bytes_vocab() {
-  std::vector<std::string> tokens;
-  int next = 0x100;
-  for (int b = 0; b < 256; ++b) {
-    const bool itself = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const int cp = itself ? b : next++;
-    std::string s;
-    if (cp < 0x80) {
-      s += char(cp);
-    } else {
-      s += char(0xC0 | (cp >> 6));
-      s += char(0x80 | (cp & 0x3F));
-    }
-    tokens.push_back(s);
-  }
-  tokens.push_back("<|eot_id|>");
-  std::vector<TokenType> types(256, TokenType::Normal);
-  types.push_back(TokenType::Control);
-  SpecialTokens sp;
-  sp.bos = sp.eos = sp.unk = kNoToken;
-  sp.add_bos = false;
-  return Vocab::byte_level_bpe(tokens, {}, "gpt-2", types, sp);
-}
+// Ids 0..255: the bytes (id = byte), 256 <|eot_id|> (control).
+Vocab bytes_vocab() { return testing_support::byte_vocab({{"<|eot_id|>", TokenType::Control}}); }
 
 bool valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {

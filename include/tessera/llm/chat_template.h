@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/llm/vocab.h"
+
 namespace tessera::gguf {
 class File;
 }
@@ -88,6 +90,15 @@ class ChatTemplate {
   ChatTemplateLimits limits_;
   std::unique_ptr<Impl> impl_;
 };
+
+// ChatOptions carrying the vocabulary's BOS and EOS texts (what templates print as bos_token).
+ChatOptions chat_options_for(const Vocab& vocab);
+// A rendered conversation's tokens. Only the template's own text may spell control tokens (a
+// message's "</s>" or "<|im_start|>" stays text), and the prompt gets the vocabulary's BOS unless
+// the template wrote the BOS text itself at the start (a message's text there does not count).
+// `options` are those it was rendered with.
+std::vector<Token> tokenize_chat_prompt(const Vocab& vocab, const RenderedPrompt& prompt,
+                                        const ChatOptions& options);
 
 // The file's tokenizer.chat_template, or nullopt when it has none.
 std::optional<std::string> chat_template_source(const gguf::File& file);

@@ -20,7 +20,7 @@
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
-#include "tessera/llm/token_streamer.h"
+#include "tessera/llm/stop_text.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::llm {
@@ -151,11 +151,9 @@ class Engine {
     std::string scope;        // the cache_scope `held` was read under: only it may reuse them
     std::shared_ptr<Generation> job;
     std::unique_ptr<Sampler> sampler;
-    std::optional<TokenStreamer> streamer;  // holds a piece's incomplete UTF-8 until it completes
-    size_t fed = 0;                         // prompt tokens in the cache
-    Token next = kNoToken;                  // sampled, to be decoded at the next step (generating when set)
-    std::string text;                       // everything generated so far
-    size_t emitted = 0;                     // bytes of text handed to the job
+    std::optional<StopText> text;  // the generated text: UTF-8 whole, cut at a stop string
+    size_t fed = 0;                // prompt tokens in the cache
+    Token next = kNoToken;         // sampled, to be decoded at the next step (generating when set)
     int generated = 0;
   };
 
@@ -166,7 +164,6 @@ class Engine {
   // Handles one sampled token; returns true when the slot's generation ended.
   bool accept_token(Slot& slot, Token token);
   void release(Slot& slot, FinishReason reason, const std::string& error = {});
-  void emit(Slot& slot, bool final);
 
   const Vocab& vocab_;
   EngineOptions options_;

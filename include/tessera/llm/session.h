@@ -34,6 +34,9 @@ struct SessionOptions {
   // layers always take the composed ops, which the devices run. Off by default: the fused kernel
   // reads prompts faster but generates one token 8-34% slower than the composed ops (bench/attention_bench).
   bool flash_attn = false;
+  // decode returns each wanted token's hidden state after the final norm ([n_embd] per token: what
+  // embeddings are pooled from) instead of its logits; the output projection is not computed.
+  bool embeddings = false;
 };
 
 class Session {
@@ -43,7 +46,8 @@ class Session {
 
   // Evaluates a batch that may mix sequences (in micro-batches of n_batch tokens, in order) and
   // stores its K/V in the cache. Returns the logits of the tokens whose logits flag is set, in
-  // batch order ([n_outputs][n_vocab]). Throws Error on a malformed batch, an id outside the
+  // batch order ([n_outputs][n_vocab]; [n_outputs][n_embd] hidden states with
+  // SessionOptions::embeddings). Throws Error on a malformed batch, an id outside the
   // vocabulary, or when the cache has no free cells for it (the cache is then unchanged).
   const std::vector<float>& decode(const Batch& batch);
   // Sequence 0 at its next positions: the logits of the last token ([n_vocab]), or of every
