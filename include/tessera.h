@@ -329,13 +329,16 @@ TESSERA_API tessera_status tessera_generate(tessera_context* context, tessera_sa
 /* ---- Saved sequences ---- */
 
 /* Writes sequence seq's tokens (the n_tokens it holds, positions 0..n_tokens-1) and its K/V to a
- * file (versioned, checksummed, with the model's identity); the file is replaced atomically. */
-TESSERA_API tessera_status tessera_state_save(const tessera_context* context, int32_t seq,
-                                              const int32_t* tokens, size_t n_tokens, const char* path);
-/* Reads such a file into sequence seq (cleared first) and gives back its tokens. A file of
- * another model, a corrupt or truncated one is an error naming why; the context is then
- * unchanged. With tokens NULL and capacity 0 it only reports the count (TESSERA_BUFFER_TOO_SMALL)
- * and changes nothing. */
+ * file (versioned, checksummed, with the model's identity); the file is replaced atomically.
+ * tokens NULL (n_tokens 0) with seq 0: the tokens tessera_generate left there. */
+TESSERA_API tessera_status tessera_state_save(const tessera_context* context, int32_t seq, const int32_t* tokens,
+                                              size_t n_tokens, const char* path);
+/* Reads such a file into sequence seq (cleared first) and gives back its tokens; a later
+ * tessera_generate in sequence 0 reuses them as a prefix. A file of another model, another K/V
+ * type, a corrupt or truncated one is an error naming why, and the context is then unchanged.
+ * tokens may be NULL (capacity 0): *n_tokens still says how many the sequence now holds; a
+ * buffer too small for them is TESSERA_BUFFER_TOO_SMALL and leaves the sequence empty (a buffer
+ * of tessera_context_n_ctx tokens always suffices). */
 TESSERA_API tessera_status tessera_state_load(tessera_context* context, int32_t seq, const char* path,
                                               int32_t* tokens, size_t capacity, size_t* n_tokens);
 

@@ -12,6 +12,7 @@ enum class ErrorCode {
   Unsupported,      // valid, but not implemented (op on a backend, file feature)
   CorruptFile,      // a file that breaks its format's rules
   Io,               // open/read/write/rename failures
+  ContextFull,      // the KV cache has no free cells for the tokens
 };
 
 const char* to_string(ErrorCode code) noexcept;

@@ -19,7 +19,7 @@ tessera::llm::Session& session_of(tessera_context* context) {
 
 // Sequence 0 may no longer hold what tessera_generate left there.
 void touched(tessera_context* context, int32_t seq) {
-  if (seq <= 0) context->generated_prefix.clear();
+  if (seq <= 0) context->generator->forget();
 }
 
 const float* output_row(const tessera_context* context, size_t output, bool want_embeddings) {
@@ -34,23 +34,14 @@ const float* output_row(const tessera_context* context, size_t output, bool want
   return context->outputs.data() + output * context->row;
 }
 
-}  // namespace
-
-namespace tessera::capi {
-
-// Decodes a batch into the context's outputs (CONTEXT_FULL, cache unchanged, when it does not fit).
-void decode_batch(tessera_context* context, const llm::Batch& batch) {
-  llm::Session& s = *context->session;
-  const int64_t free_cells = s.cache().size() - s.cache().used();
-  if (static_cast<int64_t>(batch.size()) > free_cells)
-    fail(TESSERA_CONTEXT_FULL, fmt::format("the batch has {} tokens and the context {} free cells of {}",
-                                           batch.size(), free_cells, s.cache().size()));
+// Decodes a batch into the context's outputs (ContextFull, cache unchanged, when it does not fit).
+void decode_batch(tessera_context* context, const tessera::llm::Batch& batch) {
   context->n_outputs = 0;
-  context->outputs = s.decode(batch);
+  context->outputs = context->session->decode(batch);
   context->n_outputs = context->outputs.size() / context->row;
 }
 
-}  // namespace tessera::capi
+}  // namespace
 
 extern "C" {
 
@@ -82,6 +73,7 @@ tessera_status tessera_context_new(const tessera_model* model, const tessera_con
     auto out = std::make_unique<tessera_context>();
     out->model = model;
     out->session = std::make_unique<llm::Session>(*model->model, so);
+    out->generator = std::make_unique<llm::Generator>(*out->session, *model->vocab, 0);
     out->embeddings = so.embeddings;
     out->row =
         static_cast<size_t>(so.embeddings ? model->model->hparams().n_embd : model->model->hparams().n_vocab);
@@ -112,7 +104,7 @@ tessera_status tessera_decode(tessera_context* context, const tessera_batch* bat
       b.add(batch->tokens[i], batch->positions[i], batch->seq_ids[i], wanted);
       touched(context, batch->seq_ids[i]);
     }
-    tessera::capi::decode_batch(context, b);
+    decode_batch(context, b);
   });
 }
 
@@ -190,7 +182,7 @@ tessera_status tessera_embed(tessera_context* context, const int32_t* tokens, si
       b.add(tokens[i], static_cast<int32_t>(i), 0,
             pooling == TESSERA_POOLING_MEAN || (pooling == TESSERA_POOLING_CLS ? i == 0 : i + 1 == n_tokens));
     try {
-      tessera::capi::decode_batch(context, b);
+      decode_batch(context, b);
     } catch (...) {
       s.cache().seq_clear(0);
       throw;

@@ -12,6 +12,7 @@
 
 #include "tessera.h"
 #include "tessera/llm/chat_template.h"
+#include "tessera/llm/generator.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
@@ -30,8 +31,9 @@ struct tessera_context {
   size_t row = 0;  // floats per output: n_vocab, or n_embd in an embeddings context
   std::vector<float> outputs;
   size_t n_outputs = 0;
-  // What tessera_generate left in sequence 0 (positions 0..), while nothing else touched it.
-  std::vector<int32_t> generated_prefix;
+  // tessera_generate's loop in sequence 0 (it knows what the sequence holds while nothing else
+  // touches it).
+  std::unique_ptr<tessera::llm::Generator> generator;
   std::atomic<bool> cancel{false};
 };
 

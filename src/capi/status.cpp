@@ -27,6 +27,8 @@ tessera_status status_of(ErrorCode code) {
       return TESSERA_CORRUPT_FILE;
     case ErrorCode::Io:
       return TESSERA_IO_ERROR;
+    case ErrorCode::ContextFull:
+      return TESSERA_CONTEXT_FULL;
   }
   return TESSERA_INTERNAL_ERROR;
 }

@@ -19,6 +19,8 @@ const char* to_string(ErrorCode code) noexcept {
       return "corrupt file";
     case ErrorCode::Io:
       return "I/O error";
+    case ErrorCode::ContextFull:
+      return "context full";
   }
   return "error";
 }

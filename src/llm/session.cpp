@@ -67,7 +67,7 @@ void Session::validate(const Batch& b) const {
   }
   const int64_t free_cells = cache_->size() - cache_->used();
   if (static_cast<int64_t>(n) > free_cells)
-    raise(ErrorCode::InvalidArgument, "{} tokens do not fit in the KV cache: {} of its {} cells are free", n,
+    raise(ErrorCode::ContextFull, "{} tokens do not fit in the KV cache: {} of its {} cells are free", n,
           free_cells, cache_->size());
 }
 
@@ -88,7 +88,7 @@ const std::vector<float>& Session::decode(std::span<const int32_t> tokens, bool 
   if (tokens.empty()) raise(ErrorCode::InvalidArgument, "decode: no tokens given");
   const int64_t past = n_past();
   if (past + static_cast<int64_t>(tokens.size()) > n_ctx())
-    raise(ErrorCode::InvalidArgument, "{} tokens at position {} do not fit in the context of {} tokens",
+    raise(ErrorCode::ContextFull, "{} tokens at position {} do not fit in the context of {} tokens",
           tokens.size(), past, n_ctx());
   Batch b;
   for (size_t i = 0; i < tokens.size(); ++i)

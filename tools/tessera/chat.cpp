@@ -1,6 +1,6 @@
 // `tessera run -cnv`: multi-turn chat. Each turn renders the whole conversation with the chat
 // template, tokenizes it, and evaluates only the suffix beyond the tokens already in the KV cache
-// (the common prefix is kept, anything after it is removed from the cache).
+// (llm::Generator keeps the common prefix and removes anything after it from the cache).
 #include "chat.h"
 
 #include <fmt/format.h>
@@ -17,9 +17,9 @@
 #include "progress.h"
 #include "tessera/error.h"
 #include "tessera/llm/chat_template.h"
+#include "tessera/llm/generator.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
-#include "tessera/llm/token_streamer.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::cli {
@@ -72,15 +72,24 @@ void run_chat(const ChatSettings& s) {
   llm::Session session(*model, so);
   llm::Sampler sampler(s.sampling);
 
-  llm::ChatOptions options;
+  llm::ChatOptions options = llm::chat_options_for(vocab);
   options.add_generation_prompt = true;
-  if (vocab.bos() != llm::kNoToken) options.bos_token = vocab.text(vocab.bos());
-  if (vocab.eos() != llm::kNoToken) options.eos_token = vocab.text(vocab.eos());
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!s.system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", s.system_prompt}});
 
   std::signal(SIGINT, on_sigint);
-  std::vector<llm::Token> cached;  // the tokens whose K/V the cache holds, positions 0..
+  // Keeps what the cache holds between turns: each turn evaluates only what the conversation adds.
+  llm::Generator generator(session, vocab);
+  llm::GenerateOptions go;
+  go.max_tokens = s.n_predict;
+  go.cancel = &g_interrupted;
+  std::string reply;
+  go.on_text = [&reply](std::string_view piece) {
+    reply += piece;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
   std::string line;
   int turn = 0;  // the user's turns (the system message is none)
   while (true) {
@@ -91,55 +100,24 @@ void run_chat(const ChatSettings& s) {
     ++turn;
     messages.push_back({{"role", "user"}, {"content", line}});
     // What the user typed is plain text: only the template's own text spells control tokens.
-    const llm::RenderedPrompt prompt = tmpl.render_prompt(messages, options);
-    std::vector<llm::Token> tokens =
-        vocab.encode_with_plain_ranges(prompt.text, /*add_special=*/false, prompt.data_ranges);
-    if (vocab.special().add_bos && vocab.bos() != llm::kNoToken &&
-        (tokens.empty() || tokens[0] != vocab.bos()))
-      tokens.insert(tokens.begin(), vocab.bos());
+    const std::vector<llm::Token> tokens =
+        llm::tokenize_chat_prompt(vocab, tmpl.render_prompt(messages, options), options);
     if (static_cast<int64_t>(tokens.size()) + 1 > session.n_ctx())
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("the conversation has {} tokens, more than the context of {}", tokens.size(),
                               session.n_ctx()));
-    // Keep the cached prefix the new prompt shares; at least one token is evaluated for logits.
-    size_t keep = 0;
-    while (keep < cached.size() && keep < tokens.size() && cached[keep] == tokens[keep]) ++keep;
-    keep = std::min(keep, tokens.size() - 1);
-    session.cache().seq_remove(0, static_cast<llm::Pos>(keep), -1);
-    cached.resize(keep);
-    const std::span<const llm::Token> fresh(tokens.data() + keep, tokens.size() - keep);
-    for (llm::Token t : fresh) sampler.accept(t);
-    std::vector<float> logits = session.decode(fresh);
-    cached.insert(cached.end(), fresh.begin(), fresh.end());
-
-    std::string reply;
-    llm::TokenStreamer streamer(vocab);  // whole UTF-8 characters only
+    reply.clear();
     g_interrupted.store(false);
     g_generating.store(true);
-    for (int n = 0; n < s.n_predict && !g_interrupted.load(); ++n) {
-      const llm::Token next = sampler.sample(logits);
-      if (vocab.is_end_of_generation(next)) break;  // EOS, end of turn, ...
-      const std::string piece = streamer.push(next);
-      reply += piece;
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      if (session.n_past() >= session.n_ctx()) {
-        if (n + 1 < s.n_predict)
-          std::fprintf(stderr, "\n[the reply stopped: the context of %lld tokens is full (-c sets it)]\n",
-                       static_cast<long long>(session.n_ctx()));
-        break;
-      }
-      logits = session.decode(std::span<const llm::Token>(&next, 1));
-      cached.push_back(next);
-    }
-    const std::string rest = streamer.finish();
-    reply += rest;
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    const llm::GenerateResult r = generator.generate(tokens, sampler, go);
     g_generating.store(false);
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    fmt::print(stderr, "[turn {}: {} prompt tokens, {} cached, {} evaluated]\n", turn, tokens.size(), keep,
-               fresh.size());
+    if (r.end == llm::GenerateEnd::ContextFull)
+      std::fprintf(stderr, "[the reply stopped: the context of %lld tokens is full (-c sets it)]\n",
+                   static_cast<long long>(session.n_ctx()));
+    fmt::print(stderr, "[turn {}: {} prompt tokens, {} cached, {} evaluated]\n", turn, tokens.size(),
+               r.cached_tokens, tokens.size() - r.cached_tokens);
     messages.push_back({{"role", "assistant"}, {"content", reply}});
   }
   std::signal(SIGINT, SIG_DFL);

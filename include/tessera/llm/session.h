@@ -48,7 +48,8 @@ class Session {
   // stores its K/V in the cache. Returns the logits of the tokens whose logits flag is set, in
   // batch order ([n_outputs][n_vocab]; [n_outputs][n_embd] hidden states with
   // SessionOptions::embeddings). Throws Error on a malformed batch, an id outside the
-  // vocabulary, or when the cache has no free cells for it (the cache is then unchanged).
+  // vocabulary, or, Error(ContextFull), when the cache has no free cells for it (the cache is then
+  // unchanged).
   const std::vector<float>& decode(const Batch& batch);
   // Sequence 0 at its next positions: the logits of the last token ([n_vocab]), or of every
   // token ([n_tokens][n_vocab]) when all_logits is set.

@@ -1,0 +1,74 @@
+#pragma once
+// One sequence of a Session generating text: a prompt's prefix that the sequence already holds is
+// reused and the rest evaluated, then tokens are sampled until an end-of-generation token, a stop
+// string, the token limit, a full context or a cancel. `tessera run`, `run -cnv` and the C API
+// generate through it. (The server's Engine steps many sequences in one batch; it shares StopText.)
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/llm/batch.h"
+#include "tessera/llm/sampler.h"
+#include "tessera/llm/session.h"
+#include "tessera/llm/vocab.h"
+
+namespace tessera::llm {
+
+struct GenerateOptions {
+  int max_tokens = 128;
+  std::vector<std::string> stop;  // never part of the text; empty strings are an Error
+  bool stop_at_eos = true;        // end at an end-of-generation token (never part of the text)
+  // Settled text as it comes (whole UTF-8 characters, a possible stop string held back); return
+  // false to stop. May be empty.
+  std::function<bool(std::string_view)> on_text;
+  const std::atomic<bool>* cancel = nullptr;  // checked before each token; set: the generation ends
+};
+
+enum class GenerateEnd { Length, EndOfGeneration, Stop, Cancelled, ContextFull };
+
+struct GenerateResult {
+  GenerateEnd end = GenerateEnd::Length;
+  size_t prompt_tokens = 0;
+  size_t cached_tokens = 0;  // of the prompt, reused from what the sequence held
+  size_t generated = 0;      // tokens sampled (an end-of-generation token not counted)
+  double prompt_ms = 0.0, generate_ms = 0.0;
+};
+
+class Generator {
+ public:
+  // The session and vocabulary must outlive it. The sequence is taken to hold nothing of use
+  // until this generator evaluates into it (or adopt() says what it holds).
+  Generator(Session& session, const Vocab& vocab, SeqId seq = 0);
+
+  // Evaluates `prompt` after the longest prefix of it the sequence holds (at least the last token
+  // is evaluated, for its logits; the cells past the prefix are dropped) and feeds the prompt to
+  // the sampler's penalty history. Error(InvalidArgument) on an empty prompt, Error(ContextFull)
+  // when the rest needs more cells than are free (the sequence is then cleared). Returns the tokens reused.
+  size_t prefill(std::span<const Token> prompt, Sampler& sampler);
+  // prefill, then sampling until an end.
+  GenerateResult generate(std::span<const Token> prompt, Sampler& sampler, const GenerateOptions& options);
+
+  // The tokens the sequence holds, positions 0.. (the prompt and the generated tokens evaluated).
+  const std::vector<Token>& held() const noexcept { return held_; }
+  // Says the sequence holds `tokens` (e.g. read from a saved session), or nothing of use (it was
+  // changed elsewhere): the next prompt is compared with that.
+  void adopt(std::vector<Token> tokens) { held_ = std::move(tokens); }
+  void forget() noexcept { held_.clear(); }
+  // The last evaluated token's logits ([n_vocab]).
+  std::span<const float> logits() const noexcept { return logits_; }
+
+ private:
+  void decode(std::span<const Token> tokens);
+
+  Session& session_;
+  const Vocab& vocab_;
+  SeqId seq_;
+  std::vector<Token> held_;
+  std::vector<float> logits_;
+};
+
+}  // namespace tessera::llm
