@@ -15,5 +15,6 @@ void add_bench(CLI::App& app);
 void add_test_ops(CLI::App& app);
 void add_chat_template(CLI::App& app);
 void add_quantize(CLI::App& app);
+void add_perplexity(CLI::App& app);
 
 }  // namespace tessera::cli

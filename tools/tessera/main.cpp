@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_test_ops(app);
   tessera::cli::add_chat_template(app);
   tessera::cli::add_quantize(app);
+  tessera::cli::add_perplexity(app);
   // llama.cpp spells flags "-ngl", "-cnv", "-sys", "-np", "-fa"; CLI11 takes single-dash names of one letter
   // only.
   std::vector<std::string> args;
