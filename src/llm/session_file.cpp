@@ -78,10 +78,10 @@ Identity identity_of(const Model& m) {
   Identity id;
   const Hparams& h = m.hparams();
   id.arch = h.arch;
-  // Every field of Hparams but arch. One added to Hparams later belongs here too (a file model's
+  // Every field of Hparams but arch, the ones that shape the cache first. One added to Hparams later belongs here too (a file model's
   // header digest covers it meanwhile; this list only names what differs).
   auto add = [&](const char* name, auto value) { id.hparams.emplace_back(name, fmt::format("{}", value)); };
-  add("n_ctx_train", h.n_ctx_train);
+  add("n_vocab", h.n_vocab);
   add("n_embd", h.n_embd);
   add("n_layer", h.n_layer);
   add("n_ff", h.n_ff);
@@ -90,7 +90,6 @@ Identity identity_of(const Model& m) {
   add("n_embd_head_k", h.n_embd_head_k);
   add("n_embd_head_v", h.n_embd_head_v);
   add("n_rot", h.n_rot);
-  add("n_vocab", h.n_vocab);
   add("rope_freq_base", h.rope_freq_base);
   add("rope_freq_scale", h.rope_freq_scale);
   add("rope_yarn_ext_factor", h.rope_yarn_ext_factor);
@@ -104,6 +103,7 @@ Identity identity_of(const Model& m) {
   add("attn_softcap", h.attn_softcap);
   add("final_softcap", h.final_softcap);
   add("q_scale", h.q_scale);
+  add("n_ctx_train", h.n_ctx_train);
 
   auto weight = [&](const Tensor* t) {
     if (t != nullptr) id.weights.push_back({t->name, std::string(name(t->type)), t->ne});
@@ -473,7 +473,7 @@ std::vector<Token> load_sequence_state_bytes(Session& session, SeqId seq, std::s
   uint64_t stored;
   std::memcpy(&stored, bytes.data() + bytes.size() - kChecksumBytes, kChecksumBytes);
   if (hash.digest() != stored)
-    raise(ErrorCode::CorruptFile, "{}: corrupted: checksum {:016x}, computed {:016x}", source, stored,
+    raise(ErrorCode::CorruptFile, "{}: corrupted: its checksum is {:016x}, its bytes give {:016x}", source, stored,
           hash.digest());
   In body(bytes.first(bytes.size() - kChecksumBytes), source);
   body.take(kHeaderBytes, "the header");
