@@ -78,8 +78,8 @@ Identity identity_of(const Model& m) {
   Identity id;
   const Hparams& h = m.hparams();
   id.arch = h.arch;
-  // Every field of Hparams but arch, the ones that shape the cache first. One added to Hparams later belongs here too (a file model's
-  // header digest covers it meanwhile; this list only names what differs).
+  // Every field of Hparams but arch, the ones that shape the cache first. One added to Hparams later belongs
+  // here too (a file model's header digest covers it meanwhile; this list only names what differs).
   auto add = [&](const char* name, auto value) { id.hparams.emplace_back(name, fmt::format("{}", value)); };
   add("n_vocab", h.n_vocab);
   add("n_embd", h.n_embd);
@@ -288,6 +288,24 @@ struct LayerSpan {
   }
 };
 
+// Host memory is read and written channel by channel (a copy each); a device's in one transfer of
+// the span, where each copy would be a round trip.
+bool in_host_memory(const Tensor& t) { return t.buffer == nullptr || t.buffer->type().is_host(); }
+
+// Positions [p, p + n) whose cells follow each other: V's channels hold each run's elements together.
+struct Run {
+  size_t p, n;
+};
+std::vector<Run> runs_of(const std::vector<int64_t>& cells) {
+  std::vector<Run> runs;
+  for (size_t p = 0; p < cells.size(); ++p)
+    if (!runs.empty() && cells[p] == cells[p - 1] + 1)
+      ++runs.back().n;
+    else
+      runs.push_back({p, 1});
+  return runs;
+}
+
 bool ascending_run(const std::vector<int64_t>& cells) {
   for (size_t p = 1; p < cells.size(); ++p)
     if (cells[p] != cells[0] + static_cast<int64_t>(p)) return false;
@@ -365,6 +383,16 @@ void write_state(const Session& session, SeqId seq, std::span<const Token> token
         out.raw(k_stage.data(), s.k_bytes);
       } else {
         for (int64_t c : cells) out.raw(k_stage.data() + s.k_at(c), s.k_row);
+      }
+      if (in_host_memory(*s.v)) {
+        const std::vector<Run> runs = runs_of(cells);
+        for (uint64_t j = 0; j < n_embd_v; ++j) {
+          for (const Run& r : runs)
+            tensor_get(*s.v, channel.data() + r.p * es, j * s.v_row + static_cast<size_t>(cells[r.p]) * es,
+                       r.n * es);
+          out.raw(channel.data(), channel.size());
+        }
+        continue;
       }
       v_stage.resize(s.v_bytes);
       tensor_get(*s.v, v_stage.data(), s.v_offset, s.v_bytes);
@@ -473,8 +501,8 @@ std::vector<Token> load_sequence_state_bytes(Session& session, SeqId seq, std::s
   uint64_t stored;
   std::memcpy(&stored, bytes.data() + bytes.size() - kChecksumBytes, kChecksumBytes);
   if (hash.digest() != stored)
-    raise(ErrorCode::CorruptFile, "{}: corrupted: its checksum is {:016x}, its bytes give {:016x}", source, stored,
-          hash.digest());
+    raise(ErrorCode::CorruptFile, "{}: corrupted: its checksum is {:016x}, its bytes give {:016x}", source,
+          stored, hash.digest());
   In body(bytes.first(bytes.size() - kChecksumBytes), source);
   body.take(kHeaderBytes, "the header");
 
@@ -543,8 +571,17 @@ std::vector<Token> load_sequence_state_bytes(Session& session, SeqId seq, std::s
       for (size_t p = 0; p < n; ++p) std::memcpy(stage.data() + s.k_at(cells[p]), k + p * s.k_row, s.k_row);
       tensor_set(*s.k, stage.data(), s.k_offset, s.k_bytes);
     }
-    // V's channels interleave with other cells: read the span, write the sequence's cells into it.
+    // V's channels interleave with other cells: in host memory each run of cells is written where it
+    // goes; on a device the span is read, the sequence's cells written into it, and written back.
     const std::byte* v = body.take(n_embd_v * n * es, "V");
+    if (in_host_memory(*s.v)) {
+      const std::vector<Run> runs = runs_of(cells);
+      for (uint64_t j = 0; j < n_embd_v; ++j)
+        for (const Run& r : runs)
+          tensor_set(*s.v, v + (j * n + r.p) * es, j * s.v_row + static_cast<size_t>(cells[r.p]) * es,
+                     r.n * es);
+      continue;
+    }
     stage.resize(s.v_bytes);
     tensor_get(*s.v, stage.data(), s.v_offset, s.v_bytes);
     for (uint64_t j = 0; j < n_embd_v; ++j) {
