@@ -11,6 +11,7 @@
 // type, another format version, a truncated or corrupted file, or one with more tokens than the
 // cache has room for is a tessera::Error naming the file and the reason, and the cache is as it was.
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
