@@ -5,6 +5,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "chat.h"
 #include "checks.h"
@@ -14,6 +15,7 @@
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
+#include "tessera/llm/session_file.h"
 #include "tessera/llm/token_streamer.h"
 #include "tessera/llm/vocab.h"
 
@@ -22,6 +24,8 @@ namespace {
 
 struct RunArgs {
   std::string model, prompt, device, system_prompt, chat_template_file;
+  std::string prompt_cache;       // --prompt-cache FILE
+  bool prompt_cache_all = false;  // also save the generated tokens at the end
   bool chat = false;
   int n_predict = 128, threads = 0, n_gpu_layers = 0;
   int64_t n_ctx = 0;
@@ -48,6 +52,33 @@ double resident_mib() {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+std::string size_text(uintmax_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  return bytes < (uintmax_t{1} << 20) ? fmt::format("{:.1f} KiB", b / 1024.0)
+                                      : fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
+}
+
+// What --prompt-cache read and wrote, for the summary on stderr.
+struct PromptCache {
+  bool read = false;
+  size_t read_tokens = 0;
+  double read_ms = 0;
+  struct Write {
+    size_t tokens;
+    uintmax_t bytes;
+    double ms;
+  };
+  std::vector<Write> writes;
+
+  void write(const llm::Session& session, const std::string& path, std::span<const llm::Token> tokens) {
+    const auto t = std::chrono::steady_clock::now();
+    llm::save_sequence_state(session, 0, tokens, path);
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(path, ec);
+    writes.push_back({tokens.size(), ec ? 0 : bytes, ms_since(t)});
+  }
+};
 
 void run(const RunArgs& a) {
   const auto t_load = std::chrono::steady_clock::now();
@@ -81,12 +112,37 @@ void run(const RunArgs& a) {
   llm::Sampler sampler(sopt);
   for (llm::Token t : prompt) sampler.accept(t);
 
+  const auto t_prompt = std::chrono::steady_clock::now();
+  // --prompt-cache: the file's tokens that begin the prompt are not evaluated again (the last
+  // prompt token always is, for its logits), and the prompt's state is saved once evaluated.
+  PromptCache cache;
+  size_t from_cache = 0;
+  bool save_prompt = false;
+  if (!a.prompt_cache.empty() && !prompt.empty()) {
+    std::error_code ec;  // a file that cannot be looked at is read, which names the reason
+    if (std::filesystem::exists(a.prompt_cache, ec) || ec) {
+      const auto t = std::chrono::steady_clock::now();
+      const std::vector<llm::Token> saved = llm::load_sequence_state(session, 0, a.prompt_cache);
+      cache.read = true;
+      cache.read_ms = ms_since(t);
+      cache.read_tokens = saved.size();
+      size_t matching = 0;
+      while (matching < saved.size() && matching < prompt.size() && saved[matching] == prompt[matching])
+        ++matching;
+      save_prompt = matching < prompt.size();  // a file holding the whole prompt (or more) is kept
+      from_cache = std::min(matching, prompt.size() - 1);
+      session.cache().seq_remove(0, static_cast<llm::Pos>(from_cache), -1);
+    } else {
+      save_prompt = true;
+    }
+  }
   // The prompt as the user wrote it, then the continuation as it is generated.
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
-  const auto t_prompt = std::chrono::steady_clock::now();
-  std::vector<float> logits = session.decode(prompt);
+  std::vector<float> logits = session.decode(std::span(prompt).subspan(from_cache));
   const double prompt_ms = ms_since(t_prompt);
+  if (save_prompt) cache.write(session, a.prompt_cache, prompt);
+  std::vector<llm::Token> evaluated = prompt;  // every token sequence 0 holds, for --prompt-cache-all
 
   const auto t_gen = std::chrono::steady_clock::now();
   auto t_window = t_gen;  // --stats-every
@@ -115,8 +171,11 @@ void run(const RunArgs& a) {
       break;
     }
     logits = session.decode(std::span<const llm::Token>(&next, 1));
+    evaluated.push_back(next);
   }
   const double gen_ms = ms_since(t_gen);
+  if (a.prompt_cache_all && !a.prompt_cache.empty() && evaluated.size() > prompt.size())
+    cache.write(session, a.prompt_cache, evaluated);
   const std::string rest = streamer.finish();  // an incomplete sequence at the very end, as it is
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
@@ -127,8 +186,20 @@ void run(const RunArgs& a) {
                generated, a.n_predict, session.n_ctx());
   if (a.report) fmt::print(stderr, "{}", session.report());
   fmt::print(stderr, "load: {:.1f} ms\n", load_ms);
-  fmt::print(stderr, "prompt: {} tokens, {:.1f} ms, {:.2f} tokens/s\n", prompt.size(), prompt_ms,
-             prompt_ms > 0 ? 1000.0 * static_cast<double>(prompt.size()) / prompt_ms : 0.0);
+  if (!a.prompt_cache.empty()) {
+    if (cache.read)
+      fmt::print(stderr, "prompt cache: read {} tokens from {} in {:.1f} ms\n", cache.read_tokens,
+                 a.prompt_cache, cache.read_ms);
+    for (const auto& [tokens, bytes, ms] : cache.writes)
+      fmt::print(stderr, "prompt cache: wrote {} tokens ({}) to {} in {:.1f} ms\n", tokens, size_text(bytes),
+                 a.prompt_cache, ms);
+    fmt::print(stderr, "prompt: {} tokens ({} from the prompt cache), {:.1f} ms, {:.2f} tokens/s\n",
+               prompt.size(), from_cache, prompt_ms,
+               prompt_ms > 0 ? 1000.0 * static_cast<double>(prompt.size()) / prompt_ms : 0.0);
+  } else {
+    fmt::print(stderr, "prompt: {} tokens, {:.1f} ms, {:.2f} tokens/s\n", prompt.size(), prompt_ms,
+               prompt_ms > 0 ? 1000.0 * static_cast<double>(prompt.size()) / prompt_ms : 0.0);
+  }
   fmt::print(stderr, "generation: {} tokens, {:.1f} ms, {:.2f} tokens/s\n", generated, gen_ms,
              gen_ms > 0 ? 1000.0 * generated / gen_ms : 0.0);
 }
@@ -182,8 +253,17 @@ void add_run(CLI::App& app) {
   cmd->add_option("--stats-every", args->stats_every,
                   "every N generated tokens, print the window's tokens/s and the process's RSS to stderr")
       ->check(non_negative());
+  cmd->add_option(
+      "--prompt-cache", args->prompt_cache,
+      "a file for the prompt's state (tokens and KV cache): when it exists, the prompt's tokens it "
+      "begins with are not evaluated again; the state is saved after the prompt is evaluated. A "
+      "file of another model, or a corrupted one, is an error (and is left as it is)");
+  cmd->add_flag("--prompt-cache-all", args->prompt_cache_all,
+                "with --prompt-cache: also save the generated tokens' state at the end");
   cmd->add_flag("--report", args->report, "print the placement of the graph and every CPU fallback");
   cmd->callback([args, prompt] {
+    if (args->chat && !args->prompt_cache.empty())
+      throw Error(ErrorCode::InvalidArgument, "--prompt-cache works with -p, not with -cnv");
     if (args->chat) {
       ChatSettings c;
       c.model = args->model;
@@ -208,6 +288,8 @@ void add_run(CLI::App& app) {
       throw Error(ErrorCode::InvalidArgument, "--system-prompt and --chat-template-file need -cnv");
     if (prompt->count() == 0)
       throw Error(ErrorCode::InvalidArgument, "give a prompt with -p, or chat with -cnv");
+    if (args->prompt_cache_all && args->prompt_cache.empty())
+      throw Error(ErrorCode::InvalidArgument, "--prompt-cache-all needs --prompt-cache FILE");
     run(*args);
   });
 }

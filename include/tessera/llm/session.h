@@ -61,6 +61,7 @@ class Session {
   // more, so a long-running server's memory stays flat. The cache must be empty; it stays empty.
   void reserve(int64_t n_outputs);
 
+  const Model& model() const noexcept { return model_; }
   KvCache& cache() noexcept { return *cache_; }
   const KvCache& cache() const noexcept { return *cache_; }
   int64_t n_past() const { return cache_->seq_pos_max(0) + 1; }  // sequence 0's next position
