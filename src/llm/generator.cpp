@@ -14,6 +14,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void check(const GenerateOptions& options) {
+  if (options.max_tokens < 0)
+    raise(ErrorCode::InvalidArgument, "max_tokens is negative ({})", options.max_tokens);
+}
+
 }  // namespace
 
 Generator::Generator(Session& session, const Vocab& vocab, SeqId seq)
@@ -55,15 +60,22 @@ size_t Generator::prefill(std::span<const Token> prompt, Sampler& sampler) {
 
 GenerateResult Generator::generate(std::span<const Token> prompt, Sampler& sampler,
                                    const GenerateOptions& options) {
-  if (options.max_tokens < 0)
-    raise(ErrorCode::InvalidArgument, "max_tokens is negative ({})", options.max_tokens);
+  check(options);
+  const auto t_prompt = std::chrono::steady_clock::now();
+  const size_t cached = prefill(prompt, sampler);
+  const double prompt_ms = ms_since(t_prompt);
+  GenerateResult r = complete(sampler, options);
+  r.prompt_tokens = prompt.size();
+  r.cached_tokens = cached;
+  r.prompt_ms = prompt_ms;
+  return r;
+}
+
+GenerateResult Generator::complete(Sampler& sampler, const GenerateOptions& options) {
+  check(options);
+  if (logits_.empty()) raise(ErrorCode::InvalidArgument, "complete: nothing was evaluated (prefill first)");
   StopText text(vocab_, options.stop);
   GenerateResult r;
-  r.prompt_tokens = prompt.size();
-  const auto t_prompt = std::chrono::steady_clock::now();
-  r.cached_tokens = prefill(prompt, sampler);
-  r.prompt_ms = ms_since(t_prompt);
-
   const auto t_gen = std::chrono::steady_clock::now();
   KvCache& cache = session_.cache();
   bool stopped_by_reader = false;
@@ -82,6 +94,7 @@ GenerateResult Generator::generate(std::span<const Token> prompt, Sampler& sampl
       break;
     }
     ++r.generated;
+    if (options.on_token) options.on_token(next);
     hand_out(text.push(next));
     if (text.stopped()) {
       r.end = GenerateEnd::Stop;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tessera.h"
 
@@ -478,6 +479,67 @@ static void test_embeddings(const tessera_model* m) {
   tessera_context_free(ctx);
 }
 
+static void test_state(const tessera_model* m, const char* dir) {
+  /* Generate in one context, save sequence 0, load it into another: the same prompt there
+   * reuses it all (but the last token) and generates the same text. */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/capi_state_%d.bin", dir, (int)getpid());
+  int32_t tokens[256];
+  const size_t n = tokenize(m, kPrompt, tokens, 256);
+  tessera_context_params cp = tessera_context_default_params();
+  cp.n_ctx = 128;
+  cp.n_threads = 1;
+  tessera_sampler_params sp = tessera_sampler_default_params();
+  sp.temperature = 0.0f;
+  tessera_generate_params gp = tessera_generate_default_params();
+  gp.n_predict = 16;
+  gp.on_text = collect;
+  tessera_context *a = NULL, *b = NULL;
+  tessera_sampler* s = NULL;
+  CHECK_OK(tessera_context_new(m, &cp, &a));
+  CHECK_OK(tessera_context_new(m, &cp, &b));
+  CHECK_OK(tessera_sampler_new(&sp, &s));
+  text_buffer first = {{0}, 0, 0, 0}, again = {{0}, 0, 0, 0};
+  gp.user_data = &first;
+  tessera_generate_result r;
+  CHECK_OK(tessera_generate(a, s, tokens, n, &gp, &r));
+  CHECK(tessera_state_save(a, 1, NULL, 0, path) == TESSERA_INVALID_ARGUMENT); /* only sequence 0 knows its own */
+  CHECK_OK(tessera_state_save(a, 0, NULL, 0, path));
+  int32_t saved[256];
+  size_t n_saved = 0;
+  CHECK(tessera_state_load(b, 0, path, saved, 2, &n_saved) == TESSERA_BUFFER_TOO_SMALL);
+  CHECK(tessera_seq_pos_max(b, 0) == -1);
+  CHECK_OK(tessera_state_load(b, 0, path, saved, 256, &n_saved));
+  CHECK(n_saved == (size_t)tessera_seq_pos_max(a, 0) + 1);
+  CHECK(n_saved > n);
+  for (size_t i = 0; i < n; ++i) CHECK(saved[i] == tokens[i]);
+  tessera_sampler_free(s);
+  CHECK_OK(tessera_sampler_new(&sp, &s));
+  gp.user_data = &again;
+  CHECK_OK(tessera_generate(b, s, tokens, n, &gp, &r));
+  CHECK(r.n_cached == n - 1);
+  CHECK(strcmp(again.data, first.data) == 0);
+  /* A flipped byte: corrupt, and the context as it was. */
+  FILE* f = fopen(path, "r+b");
+  CHECK(f != NULL);
+  if (f) {
+    fseek(f, 100, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(c ^ 0x40, f);
+    fclose(f);
+  }
+  const int64_t used = tessera_context_n_used(b);
+  CHECK(tessera_state_load(b, 0, path, saved, 256, &n_saved) == TESSERA_CORRUPT_FILE);
+  CHECK(strstr(tessera_last_error(), "corrupt") != NULL);
+  CHECK(tessera_context_n_used(b) == used);
+  CHECK(tessera_state_load(b, 0, "/nonexistent/state.bin", saved, 256, &n_saved) == TESSERA_IO_ERROR);
+  remove(path);
+  tessera_sampler_free(s);
+  tessera_context_free(a);
+  tessera_context_free(b);
+}
+
 typedef struct thread_job {
   const tessera_model* model;
   text_buffer text;
@@ -535,6 +597,7 @@ int main(int argc, char** argv) {
     test_chat(m);
     test_embeddings(m);
     test_two_threads(m);
+    test_state(m, getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   }
   test_sampler();
   tessera_model_free(m);

@@ -63,6 +63,7 @@ TEST(PerplexityCli, BadInputsAreErrors) {
       {"-m " + kModel + " -f " + kText + " -c 8192", "fewer than one chunk"},
       {"-m " + kModel, "-f FILE"},
       {"-m " + kModel + " --kl-divergence", "--kl-divergence-base"},
+      {"-m " + kModel + " -f " + kText + " --kl-divergence --kl-divergence-base " + kText, "-f is not read"},
       {"-m " + kModel + " --kl-divergence --kl-divergence-base " + kText, "not a KL divergence base file"},
       {"-m /nonexistent/model.gguf -f " + kText, "model.gguf"},
   };

@@ -12,11 +12,11 @@
 #include "commands.h"
 #include "progress.h"
 #include "tessera/error.h"
+#include "tessera/llm/generator.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
 #include "tessera/llm/session_file.h"
-#include "tessera/llm/token_streamer.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::cli {
@@ -110,28 +110,24 @@ void run(const RunArgs& a) {
   sopt.repeat_penalty = a.repeat_penalty;
   sopt.seed = a.seed;
   llm::Sampler sampler(sopt);
-  for (llm::Token t : prompt) sampler.accept(t);
+  llm::Generator generator(session, vocab);
 
   const auto t_prompt = std::chrono::steady_clock::now();
   // --prompt-cache: the file's tokens that begin the prompt are not evaluated again (the last
   // prompt token always is, for its logits), and the prompt's state is saved once evaluated.
   PromptCache cache;
-  size_t from_cache = 0;
   bool save_prompt = false;
-  if (!a.prompt_cache.empty() && !prompt.empty()) {
+  if (!a.prompt_cache.empty()) {
     std::error_code ec;  // a file that cannot be looked at is read, which names the reason
     if (std::filesystem::exists(a.prompt_cache, ec) || ec) {
       const auto t = std::chrono::steady_clock::now();
-      const std::vector<llm::Token> saved = llm::load_sequence_state(session, 0, a.prompt_cache);
+      std::vector<llm::Token> saved = llm::load_sequence_state(session, 0, a.prompt_cache);
       cache.read = true;
       cache.read_ms = ms_since(t);
       cache.read_tokens = saved.size();
-      size_t matching = 0;
-      while (matching < saved.size() && matching < prompt.size() && saved[matching] == prompt[matching])
-        ++matching;
-      save_prompt = matching < prompt.size();  // a file holding the whole prompt (or more) is kept
-      from_cache = std::min(matching, prompt.size() - 1);
-      session.cache().seq_remove(0, static_cast<llm::Pos>(from_cache), -1);
+      // A file that holds the whole prompt (or more) is kept as it is.
+      save_prompt = saved.size() < prompt.size() || !std::equal(prompt.begin(), prompt.end(), saved.begin());
+      generator.adopt(std::move(saved));
     } else {
       save_prompt = true;
     }
@@ -139,48 +135,39 @@ void run(const RunArgs& a) {
   // The prompt as the user wrote it, then the continuation as it is generated.
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
-  std::vector<float> logits = session.decode(std::span(prompt).subspan(from_cache));
+  const size_t from_cache = generator.prefill(prompt, sampler);
   const double prompt_ms = ms_since(t_prompt);
   if (save_prompt) cache.write(session, a.prompt_cache, prompt);
-  std::vector<llm::Token> evaluated = prompt;  // every token sequence 0 holds, for --prompt-cache-all
 
-  const auto t_gen = std::chrono::steady_clock::now();
-  auto t_window = t_gen;  // --stats-every
-  // Whole UTF-8 characters only: a piece may end inside one (byte-level BPE, byte tokens).
-  llm::TokenStreamer streamer(vocab);
-  int generated = 0;
-  bool context_full = false;
-  for (; generated < a.n_predict; ++generated) {
-    if (a.stats_every > 0 && generated > 0 && generated % a.stats_every == 0) {
-      const double ms = ms_since(t_window);
-      fmt::print(stderr, "stats: tokens {}-{}: {:.2f} tokens/s, context {}, RSS {:.1f} MiB\n",
-                 generated - a.stats_every, generated, ms > 0 ? 1000.0 * a.stats_every / ms : 0.0,
-                 session.n_past(), resident_mib());
-      t_window = std::chrono::steady_clock::now();
-    }
-    const llm::Token next = sampler.sample(logits);
-    if (vocab.is_end_of_generation(next) && !a.ignore_eos) break;  // EOS, end of turn, ...
-    const std::string text = streamer.push(next);
-    if (!text.empty()) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    }
-    if (session.n_past() >= session.n_ctx()) {
-      ++generated;
-      context_full = generated < a.n_predict;
-      break;
-    }
-    logits = session.decode(std::span<const llm::Token>(&next, 1));
-    evaluated.push_back(next);
-  }
-  const double gen_ms = ms_since(t_gen);
-  if (a.prompt_cache_all && !a.prompt_cache.empty() && evaluated.size() > prompt.size())
-    cache.write(session, a.prompt_cache, evaluated);
-  const std::string rest = streamer.finish();  // an incomplete sequence at the very end, as it is
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  llm::GenerateOptions go;
+  go.max_tokens = a.n_predict;
+  go.stop_at_eos = !a.ignore_eos;
+  go.on_text = [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  auto t_window = std::chrono::steady_clock::now();  // --stats-every
+  int sampled = 0;
+  if (a.stats_every > 0)
+    go.on_token = [&](llm::Token) {
+      if (sampled > 0 && sampled % a.stats_every == 0) {
+        const double ms = ms_since(t_window);
+        fmt::print(stderr, "stats: tokens {}-{}: {:.2f} tokens/s, context {}, RSS {:.1f} MiB\n",
+                   sampled - a.stats_every, sampled, ms > 0 ? 1000.0 * a.stats_every / ms : 0.0,
+                   session.n_past(), resident_mib());
+        t_window = std::chrono::steady_clock::now();
+      }
+      ++sampled;
+    };
+  const llm::GenerateResult r = generator.complete(sampler, go);
+  const double gen_ms = r.generate_ms;
+  const size_t generated = r.generated;
+  if (a.prompt_cache_all && !a.prompt_cache.empty() && generator.held().size() > prompt.size())
+    cache.write(session, a.prompt_cache, generator.held());
   std::fputc('\n', stdout);
   std::fflush(stdout);
-  if (context_full)
+  if (r.end == llm::GenerateEnd::ContextFull)
     fmt::print(stderr,
                "generation stopped after {} of {} tokens: the context of {} tokens is full (-c sets it)\n",
                generated, a.n_predict, session.n_ctx());

@@ -25,6 +25,9 @@ struct GenerateOptions {
   // Settled text as it comes (whole UTF-8 characters, a possible stop string held back); return
   // false to stop. May be empty.
   std::function<bool(std::string_view)> on_text;
+  // Each sampled token that joins the text (not an ending end-of-generation token), before its
+  // text is handed out. May be empty.
+  std::function<void(Token)> on_token;
   const std::atomic<bool>* cancel = nullptr;  // checked before each token; set: the generation ends
 };
 
@@ -49,7 +52,10 @@ class Generator {
   // the sampler's penalty history. Error(InvalidArgument) on an empty prompt, Error(ContextFull)
   // when the rest needs more cells than are free (the sequence is then cleared). Returns the tokens reused.
   size_t prefill(std::span<const Token> prompt, Sampler& sampler);
-  // prefill, then sampling until an end.
+  // Samples the completion of what prefill evaluated, until an end (prompt counts and times are
+  // left 0).
+  GenerateResult complete(Sampler& sampler, const GenerateOptions& options);
+  // prefill, then complete.
   GenerateResult generate(std::span<const Token> prompt, Sampler& sampler, const GenerateOptions& options);
 
   // The tokens the sequence holds, positions 0.. (the prompt and the generated tokens evaluated).
