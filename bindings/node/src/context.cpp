@@ -459,10 +459,19 @@ ContextWrap::ContextWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Cont
   if (info.Length() != 1 || !info[0].IsExternal())
     throw type_error(info.Env(), "LlamaContext is made by loadModel(options), not by new");
   loaded_.reset(info[0].As<Napi::External<Loaded>>().Data());
+  // Tell V8 about the memory behind this small object (the weights, an upper bound of the F16 KV
+  // cache), so that contexts dropped without release() are collected before they pile up.
+  tessera_model_info m;
+  if (tessera_model_get_info(loaded_->model, &m) == TESSERA_OK)
+    external_bytes_ = static_cast<int64_t>(m.weight_bytes) +
+                      4 * tessera_context_n_ctx(loaded_->context) * m.n_layer * m.n_embd;
+  Napi::MemoryManagement::AdjustExternalMemory(info.Env(), external_bytes_);
 }
 
 // Garbage collected: nothing runs (every job holds a reference), so freeing here is safe.
-ContextWrap::~ContextWrap() = default;
+ContextWrap::~ContextWrap() {
+  if (external_bytes_ > 0) Napi::MemoryManagement::AdjustExternalMemory(Env(), -external_bytes_);
+}
 
 void ContextWrap::require_live(Napi::Env env, const char* what) const {
   if (released_) {
@@ -755,6 +764,8 @@ Napi::Value ContextWrap::release(const Napi::CallbackInfo& info) {
       Unref();
     }
     free_job_ = std::make_shared<FreeJob>(env, std::move(loaded_));
+    Napi::MemoryManagement::AdjustExternalMemory(env, -external_bytes_);
+    external_bytes_ = 0;
     Napi::Value promise = free_job_->promise();
     maybe_free(env);
     return promise;

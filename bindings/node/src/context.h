@@ -60,6 +60,7 @@ class ContextWrap : public Napi::ObjectWrap<ContextWrap> {
   void maybe_free(Napi::Env env);
 
   std::unique_ptr<Loaded> loaded_;  // null once released
+  int64_t external_bytes_ = 0;      // reported to V8 while loaded_ is held
   std::deque<std::shared_ptr<Job>> queue_;
   std::shared_ptr<Job> running_;
   int model_jobs_ = 0;
