@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // The binding's streaming overhead: generation tokens/s of completion() with an onToken callback
-// (every piece crossing to the JS thread) against `tessera run` (the CLI, in C++), same model,
-// prompt, threads and token count, greedy past end-of-generation. Median of --runs runs each,
-// alternating the two so that drift of the machine hits both.
+// (every piece crossing to the JS thread), of completion() without one, and of `tessera run` (the
+// CLI, in C++), same model, prompt, threads and token count, greedy past end-of-generation. Median
+// of -r runs each, interleaved so that drift of the machine hits all three.
 //
 //   node bench.js -m MODEL.gguf [-n 128] [-t 0] [-r 3] [-p "Once upon a time"] [--cli PATH]
 'use strict';
@@ -56,7 +56,7 @@ async function main() {
   // Warm-up: page the weights in for both.
   await ctx.completion({ prompt: a.prompt, n_predict: 8, temperature: 0, ignore_eos: true });
   cliRun({ ...a, n: 8 });
-  const node = [], wall = [], cli = [];
+  const node = [], wall = [], quiet = [], cli = [];
   let pieces = 0;
   for (let r = 0; r < a.runs; ++r) {
     // A fresh prompt evaluation each time (bench() leaves the context empty), as the CLI does.
@@ -70,21 +70,25 @@ async function main() {
     node.push(res.timings.predicted_per_second);
     // As the caller sees it: the Promise settled, every piece delivered (prompt time taken off).
     wall.push((1000 * a.n) / (wallMs - res.timings.prompt_ms));
+    await ctx.bench(1, 0, 1, 1);
+    const q = await ctx.completion({ prompt: a.prompt, n_predict: a.n, temperature: 0, ignore_eos: true });
+    quiet.push(q.timings.predicted_per_second);
     const c = cliRun(a);
     if (c.tokens !== a.n) throw new Error(`the CLI generated ${c.tokens} tokens`);
     cli.push(c.tps);
     console.log(
       `run ${r + 1}: completion+onToken ${node.at(-1).toFixed(2)} tokens/s (wall ${wall.at(-1).toFixed(2)}), ` +
-        `tessera run ${c.tps.toFixed(2)} tokens/s`,
+        `completion ${quiet.at(-1).toFixed(2)}, tessera run ${c.tps.toFixed(2)} tokens/s`,
     );
   }
   await ctx.release();
   const n = median(node), c = median(cli);
   console.log(`onToken calls: ${pieces} for ${a.n * a.runs} tokens`);
-  const w = median(wall);
+  const w = median(wall), q = median(quiet);
   console.log(
-    `median: completion+onToken ${n.toFixed(2)} tokens/s (wall ${w.toFixed(2)}), tessera run ${c.toFixed(2)} ` +
-      `tokens/s; binding/CLI ${(n / c).toFixed(3)} (wall ${(w / c).toFixed(3)})`,
+    `median: completion+onToken ${n.toFixed(2)} tokens/s (wall ${w.toFixed(2)}), completion ${q.toFixed(2)}, ` +
+      `tessera run ${c.toFixed(2)} tokens/s; with onToken/CLI ${(n / c).toFixed(3)} (wall ${(w / c).toFixed(3)}), ` +
+      `with/without onToken ${(n / q).toFixed(3)}`,
   );
 }
 
