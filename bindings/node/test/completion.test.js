@@ -46,7 +46,7 @@ test('completion', { skip }, async (t) => {
   });
 
   await t.test('stopCompletion interrupts a running generation', async () => {
-    const n = 1500;
+    const n = 2000;
     let pieces = '';
     let stopped = false;
     const r = await ctx.completion({ prompt, n_predict: n, temperature: 0, ignore_eos: true }, (tok) => {
