@@ -20,12 +20,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The npm packages of the server tests, exactly as their lockfiles pin them: the OpenAI SDK
-# (tests/server/sdk) and puppeteer-core, which drives the system chromium (tests/server/page; it
-# downloads no browser). At install time only: the tests never reach the network.
+# The npm packages of the server tests and of the Node binding, exactly as their lockfiles pin them:
+# the OpenAI SDK (tests/server/sdk), puppeteer-core, which drives the system chromium
+# (tests/server/page; it downloads no browser), and node-addon-api (bindings/node; its build script
+# is not run here: scripts/test-node.sh builds the addon, with `npm ci --offline` from npm's cache
+# that this fills). At install time only: the tests never reach the network.
 root="$(cd "$(dirname "$0")/.." && pwd)"
-for dir in "$root/tests/server/sdk" "$root/tests/server/page"; do
+for dir in "$root/tests/server/sdk" "$root/tests/server/page" "$root/bindings/node"; do
   if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-    npm ci --prefix "$dir" --no-audit --no-fund --silent
+    ignore_scripts=()
+    if [ "$dir" = "$root/bindings/node" ]; then ignore_scripts=(--ignore-scripts); fi
+    npm ci --prefix "$dir" --no-audit --no-fund --silent "${ignore_scripts[@]}"
   fi
 done
