@@ -173,11 +173,9 @@ export declare class LlamaContext {
   ): string
   /** Needs loadModel({embedding: true}). */
   embedding(text: string, params?: { embd_normalize?: 2 }): Promise<EmbeddingResult>
-  /**
-   * Rejects with code 'ERR_TESSERA_NOT_AVAILABLE' while libtessera lacks tessera_state_save
-   * (declared in tessera.h, implemented later).
-   */
+  /** Sequence 0 as the last completion left it (prompt and generated tokens) to a file. */
   saveSession(path: string): Promise<void>
+  /** Reads a saved session: the next completion reuses it as its prompt's prefix. */
   loadSession(path: string): Promise<void>
   bench(pp: number, tg: number, pl: number, nr: number): Promise<BenchResult>
   getModelInfo(): ModelInfo

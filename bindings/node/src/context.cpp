@@ -11,17 +11,11 @@
 
 #include "options.h"
 
-// The saved sequences of tessera.h may be missing from the libtessera this addon runs with (it
-// declares them before they are implemented): weak, they are null then and the calls say so.
-#pragma weak tessera_state_save
-#pragma weak tessera_state_load
-
 namespace tnode {
 
 namespace {
 
 constexpr const char* kReleased = "ERR_TESSERA_RELEASED";
-constexpr const char* kNotAvailable = "ERR_TESSERA_NOT_AVAILABLE";
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -145,9 +139,8 @@ class DetokenizeJob : public Job {
 // tessera_generate; each settled piece goes to onToken({token}) through the job's stream.
 class CompletionJob : public Job {
  public:
-  CompletionJob(Napi::Env env, const tessera_model* model, tessera_context* context,
-                std::shared_ptr<std::vector<int32_t>> seq0_prompt)
-      : Job(env), model_(model), context_(context), seq0_prompt_(std::move(seq0_prompt)) {}
+  CompletionJob(Napi::Env env, const tessera_model* model, tessera_context* context)
+      : Job(env), model_(model), context_(context) {}
 
   bool use_messages = false;
   std::string prompt;  // the text, or the messages as JSON
@@ -199,7 +192,6 @@ class CompletionJob : public Job {
         tessera_generate(context_, sampler.s, tokens.data(), tokens.size(), &gp, &result_);
     running_.store(false);
     check(st);
-    *seq0_prompt_ = tokens;
   }
 
   Napi::Value result(Napi::Env env) override {
@@ -251,7 +243,6 @@ class CompletionJob : public Job {
 
   const tessera_model* model_;
   tessera_context* context_;
-  std::shared_ptr<std::vector<int32_t>> seq0_prompt_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};
   int32_t n_predict_ = 0;
@@ -393,34 +384,25 @@ class BenchJob : public Job {
   double t_pp_ = 0.0, t_tg_ = 0.0;
 };
 
-// saveSession/loadSession: sequence 0 with the tokens of the last completion's prompt (sequence 0
-// is cut to them first: the generated tokens' ids are not known to the binding).
+// saveSession/loadSession: sequence 0 as the last completion left it (its prompt and generated
+// tokens), through the C API's saved sequences; a loaded one is the next completion's prefix.
 class SessionJob : public Job {
  public:
-  SessionJob(Napi::Env env, tessera_context* context, std::shared_ptr<std::vector<int32_t>> seq0_prompt,
-             std::string path, bool save)
-      : Job(env),
-        context_(context),
-        seq0_prompt_(std::move(seq0_prompt)),
-        path_(std::move(path)),
-        save_(save) {}
+  SessionJob(Napi::Env env, tessera_context* context, std::string path, bool save)
+      : Job(env), context_(context), path_(std::move(path)), save_(save) {}
   void run() override {
-    std::vector<int32_t>& prompt = *seq0_prompt_;
     if (save_) {
-      if (prompt.empty() || tessera_seq_pos_max(context_, 0) + 1 < static_cast<int32_t>(prompt.size()))
-        fail("saveSession: the context holds no completion's prompt to save", kBadOption);
-      check(tessera_seq_remove(context_, 0, static_cast<int32_t>(prompt.size()), -1));
-      check(tessera_state_save(context_, 0, prompt.data(), prompt.size(), path_.c_str()));
+      check(tessera_state_save(context_, 0, nullptr, 0, path_.c_str()));
     } else {
-      prompt = tokens_of(0, [&](int32_t* buf, size_t cap, size_t* n) {
-        return tessera_state_load(context_, 0, path_.c_str(), buf, cap, n);
-      });
+      tokens_of(static_cast<size_t>(tessera_context_n_ctx(context_)),
+                [&](int32_t* buf, size_t cap, size_t* n) {
+                  return tessera_state_load(context_, 0, path_.c_str(), buf, cap, n);
+                });
     }
   }
 
  private:
   tessera_context* context_;
-  std::shared_ptr<std::vector<int32_t>> seq0_prompt_;
   std::string path_;
   bool save_;
 };
@@ -530,7 +512,7 @@ Napi::Value ContextWrap::completion(const Napi::CallbackInfo& info) {
                      "seed", "stop", "ignore_eos"});
     if (info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsNull() && !info[1].IsFunction())
       throw type_error(env, "completion: onToken must be a function");
-    auto job = std::make_shared<CompletionJob>(env, loaded_->model, loaded_->context, seq0_prompt_);
+    auto job = std::make_shared<CompletionJob>(env, loaded_->model, loaded_->context);
     if (loaded_->embedding)
       throw type_error(env,
                        "completion: the context was loaded with embedding: true (it computes no logits)");
@@ -675,16 +657,10 @@ Napi::Value ContextWrap::save_session(const Napi::CallbackInfo& info) {
     require_live(env, "saveSession");
     if (info.Length() < 1 || !info[0].IsString())
       throw type_error(env, "saveSession: the path must be a string");
-    if (&tessera_state_save == nullptr)
-      throw type_error(
-          env,
-          "saveSession is not available yet: this libtessera does not implement tessera_state_save "
-          "(declared in tessera.h, implemented in a later version)",
-          kNotAvailable);
-    return submit(env,
-                  std::make_shared<SessionJob>(env, loaded_->context, seq0_prompt_,
-                                               info[0].As<Napi::String>().Utf8Value(), true),
-                  Uses::Context);
+    return submit(
+        env,
+        std::make_shared<SessionJob>(env, loaded_->context, info[0].As<Napi::String>().Utf8Value(), true),
+        Uses::Context);
   });
 }
 
@@ -694,16 +670,10 @@ Napi::Value ContextWrap::load_session(const Napi::CallbackInfo& info) {
     require_live(env, "loadSession");
     if (info.Length() < 1 || !info[0].IsString())
       throw type_error(env, "loadSession: the path must be a string");
-    if (&tessera_state_load == nullptr)
-      throw type_error(
-          env,
-          "loadSession is not available yet: this libtessera does not implement tessera_state_load "
-          "(declared in tessera.h, implemented in a later version)",
-          kNotAvailable);
-    return submit(env,
-                  std::make_shared<SessionJob>(env, loaded_->context, seq0_prompt_,
-                                               info[0].As<Napi::String>().Utf8Value(), false),
-                  Uses::Context);
+    return submit(
+        env,
+        std::make_shared<SessionJob>(env, loaded_->context, info[0].As<Napi::String>().Utf8Value(), false),
+        Uses::Context);
   });
 }
 

@@ -69,9 +69,6 @@ class ContextWrap : public Napi::ObjectWrap<ContextWrap> {
   bool released_ = false;
   std::shared_ptr<Job> free_job_;  // release(): frees once nothing runs
   bool free_started_ = false;
-  // The prompt of the last completion, what sequence 0 starts with (saveSession); used by
-  // context jobs only, which never run at once.
-  std::shared_ptr<std::vector<int32_t>> seq0_prompt_ = std::make_shared<std::vector<int32_t>>();
 };
 
 }  // namespace tnode
