@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/file_io.h"
 #include "core/gguf_internal.h"
 
 namespace tessera::gguf {
@@ -412,23 +413,13 @@ File& File::operator=(File&&) noexcept = default;
 File::~File() = default;
 
 File File::open(const std::string& path, const OpenOptions& options) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; the type check
-  // below then refuses it. It has no effect on regular files.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) raise(ErrorCode::Io, "cannot open {}: {}", path, std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (fstat(fd, &st) != 0) raise(ErrorCode::Io, "cannot read {}: {}", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) raise(ErrorCode::Io, "cannot read {}: not a regular file", path);
+  const file_io::ReadableFile file = file_io::open_for_reading(path);
   auto impl = std::make_unique<Impl>();
   impl->source = path;
   impl->mapping = std::make_unique<Mapping>();
-  const auto size = static_cast<size_t>(st.st_size);
+  const size_t size = file.size;
   if (size > 0 && options.mmap) {
-    void* address = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* address = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd.get(), 0);
     if (address == MAP_FAILED)
       raise(ErrorCode::Io, "cannot map {} ({} bytes): {}", path, size, std::strerror(errno));
     impl->mapping->address = address;
@@ -443,15 +434,8 @@ File File::open(const std::string& path, const OpenOptions& options) {
     impl->mapping->mapped = false;
     impl->mapping->address = address;
     impl->mapping->size = size;
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t n =
-          ::pread(fd, static_cast<char*>(address) + done, size - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) raise(ErrorCode::Io, "cannot read {} at byte {}: {}", path, done, std::strerror(errno));
-      if (n == 0) raise(ErrorCode::Io, "cannot read {}: it ended at byte {} of {}", path, done, size);
-      done += static_cast<size_t>(n);
-    }
+    const size_t done = file_io::read_at_start(file, address, size, path);
+    if (done < size) raise(ErrorCode::Io, "cannot read {}: it ended at byte {} of {}", path, done, size);
   }
   if (size > 0) impl->bytes = std::span(static_cast<const std::byte*>(impl->mapping->address), size);
   parse_into(*impl);

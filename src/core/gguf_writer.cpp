@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/file_io.h"
 #include "core/gguf_internal.h"
 
 namespace tessera::gguf {
@@ -185,13 +186,10 @@ struct VectorSink final : Sink {
   }
 };
 
-struct FileSink final : Sink {
-  FileSink(std::FILE* file, const std::string& p) : f(file), path(p) {}
-  std::FILE* f;
-  const std::string& path;
-  void write(const void* p, size_t k) override {
-    if (std::fwrite(p, 1, k, f) != k) raise(ErrorCode::Io, "cannot write {}: {}", path, std::strerror(errno));
-  }
+struct FunctionSink final : Sink {
+  explicit FunctionSink(file_io::ByteWriter w) : write_bytes(w) {}
+  file_io::ByteWriter write_bytes;
+  void write(const void* p, size_t k) override { write_bytes(p, k); }
 };
 
 }  // namespace
@@ -302,24 +300,10 @@ std::vector<std::byte> Writer::to_bytes() const {
 }
 
 void Writer::write(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) raise(ErrorCode::Io, "cannot create {}: {}", tmp, std::strerror(errno));
-  try {
-    FileSink sink{f, tmp};
+  file_io::write_atomically(path, [&](file_io::ByteWriter write) {
+    FunctionSink sink(write);
     emit(*impl_, sink);
-    if (std::fflush(f) != 0 || fsync(fileno(f)) != 0)
-      raise(ErrorCode::Io, "cannot write {}: {}", tmp, std::strerror(errno));
-    const int rc = std::fclose(f);
-    f = nullptr;
-    if (rc != 0) raise(ErrorCode::Io, "cannot write {}: {}", tmp, std::strerror(errno));
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      raise(ErrorCode::Io, "cannot rename {} to {}: {}", tmp, path, std::strerror(errno));
-  } catch (...) {
-    if (f != nullptr) std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
+  });
 }
 
 }  // namespace tessera::gguf

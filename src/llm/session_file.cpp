@@ -47,6 +47,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/file_io.h"
 #include "core/hash.h"
 #include "tessera/llm/model.h"
 
@@ -411,26 +412,10 @@ void write_state(const Session& session, SeqId seq, std::span<const Token> token
 }
 
 std::vector<std::byte> read_file(const std::string& path) {
-  // O_NONBLOCK: a FIFO is refused below instead of blocking the open.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) raise(ErrorCode::Io, "cannot open {}: {}", path, std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) raise(ErrorCode::Io, "cannot stat {}: {}", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) raise(ErrorCode::Io, "{} is not a regular file", path);
-  std::vector<std::byte> bytes(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) raise(ErrorCode::Io, "cannot read {}: {}", path, std::strerror(errno));
-    if (got == 0) break;  // shrank meanwhile: the size checks name it truncated
-    done += static_cast<size_t>(got);
-  }
-  bytes.resize(done);
+  const file_io::ReadableFile file = file_io::open_for_reading(path);
+  std::vector<std::byte> bytes(file.size);
+  // A file that shrank meanwhile reads short: the size checks name it truncated.
+  bytes.resize(file_io::read_at_start(file, bytes.data(), bytes.size(), path));
   return bytes;
 }
 
@@ -448,27 +433,8 @@ std::vector<std::byte> save_sequence_state_bytes(const Session& session, SeqId s
 
 void save_sequence_state(const Session& session, SeqId seq, std::span<const Token> tokens,
                          const std::string& path) {
-  // A name of this process's own: two programs saving to one path each rename a whole file.
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) raise(ErrorCode::Io, "cannot create {}: {}", tmp, std::strerror(errno));
-  try {
-    write_state(session, seq, tokens, [&](const void* p, size_t n) {
-      if (std::fwrite(p, 1, n, f) != n)
-        raise(ErrorCode::Io, "cannot write {}: {}", tmp, std::strerror(errno));
-    });
-    if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
-      raise(ErrorCode::Io, "cannot write {}: {}", tmp, std::strerror(errno));
-    const int rc = std::fclose(f);
-    f = nullptr;
-    if (rc != 0) raise(ErrorCode::Io, "cannot write {}: {}", tmp, std::strerror(errno));
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      raise(ErrorCode::Io, "cannot rename {} to {}: {}", tmp, path, std::strerror(errno));
-  } catch (...) {
-    if (f != nullptr) std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
+  file_io::write_atomically(path,
+                            [&](file_io::ByteWriter write) { write_state(session, seq, tokens, write); });
 }
 
 std::vector<Token> load_sequence_state_bytes(Session& session, SeqId seq, std::span<const std::byte> bytes,

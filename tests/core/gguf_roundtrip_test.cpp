@@ -1,6 +1,7 @@
 // Writer -> reader round trips: every KV type, every tensor type, the exact byte layout, alignment,
 // atomic writes, and byte-identical rewrites of real llama.cpp files.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <limits>
@@ -178,7 +179,7 @@ TEST(GgufRoundTrip, EveryTensorType) {
   }
   const auto path = testing::temp_dir() / "every_tensor_type.gguf";
   w.write(path.string());
-  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp." + std::to_string(::getpid())));
   testing::save_seed("roundtrip_every_tensor_type", testing::read_file(path));
   const File f = File::open(path.string());
   ASSERT_EQ(f.tensors().size(), expect.size());
@@ -252,7 +253,7 @@ TEST(GgufRoundTrip, AFailingProducerLeavesNoFile) {
                         [](std::span<std::byte>) { throw Error(ErrorCode::InvalidArgument, "no data"); });
   EXPECT_THROW(w.write(path.string()), Error);
   EXPECT_FALSE(std::filesystem::exists(path));
-  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp." + std::to_string(::getpid())));
 }
 
 TEST(GgufRoundTrip, WriterRejectsWhatReadersWouldReject) {
@@ -311,7 +312,7 @@ TEST(GgufRoundTrip, WriteIsAtomic) {
     EXPECT_EQ(e.code(), ErrorCode::Io);
   }
   EXPECT_TRUE(std::filesystem::is_directory(blocked));
-  EXPECT_FALSE(std::filesystem::exists(blocked.string() + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(blocked.string() + ".tmp." + std::to_string(::getpid())));
   // An unwritable location is an Io error and creates nothing.
   EXPECT_THROW(w.write((dir / "no" / "such" / "dir.gguf").string()), Error);
   EXPECT_FALSE(std::filesystem::exists(dir / "no"));

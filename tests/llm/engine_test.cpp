@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "support/stories_model.h"
 #include "tessera/error.h"
 
 using namespace tessera;
@@ -19,33 +20,8 @@ using namespace tessera::llm;
 
 namespace {
 
-const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
-
-class EngineTest : public testing::Test {
+class EngineTest : public testing_support::StoriesModelTest {
  protected:
-  static void SetUpTestSuite() {
-    model_ = Model::load(kModel).release();
-    vocab_ = new Vocab(Vocab::from_gguf(*model_->file()));
-  }
-  static void TearDownTestSuite() {
-    delete vocab_;
-    delete model_;
-  }
-  // The independent expectation: greedy generation with a Session of its own, token by token.
-  static std::string reference(const std::string& prompt, int n) {
-    Session session(*model_);
-    const auto tokens = vocab_->encode(prompt, true);
-    std::vector<float> logits = session.decode(tokens);
-    Sampler sampler(greedy().sampling);
-    std::string text;
-    for (int i = 0; i < n; ++i) {
-      const Token t = sampler.sample(logits);
-      if (t == vocab_->eos()) break;
-      text += vocab_->token_to_piece(t);
-      logits = session.decode(std::span<const Token>(&t, 1));
-    }
-    return text;
-  }
   static GenerationParams greedy(int max_tokens = 40) {
     GenerationParams p;
     p.sampling.temperature = 0.0f;
@@ -53,11 +29,7 @@ class EngineTest : public testing::Test {
     return p;
   }
   static std::vector<Token> encode(const std::string& s) { return vocab_->encode(s, true); }
-  static Model* model_;
-  static Vocab* vocab_;
 };
-Model* EngineTest::model_ = nullptr;
-Vocab* EngineTest::vocab_ = nullptr;
 
 const std::vector<std::string> kPrompts = {
     "Once upon a time",         "The little dog", "Lily and Tom went to the park",
@@ -75,12 +47,12 @@ TEST_F(EngineTest, GreedyAloneMatchesThePlainSession) {
   EXPECT_EQ(r.text.rfind(", there was a little girl named Lily. She loved to play outside in the park.", 0),
             0u)
       << r.text;
-  EXPECT_EQ(r.text, reference("Once upon a time", 40));
+  EXPECT_EQ(r.text, greedy_reference("Once upon a time", 40));
 }
 
 TEST_F(EngineTest, EightConcurrentRequestsGiveTheirAloneText) {
   std::vector<std::string> alone;
-  for (const auto& p : kPrompts) alone.push_back(reference(p, 48));
+  for (const auto& p : kPrompts) alone.push_back(greedy_reference(p, 48));
   // Small prompt chunks so that prompts are read over several steps while others generate.
   Engine engine(*model_, *vocab_, {.n_slots = 8, .n_ctx = 8 * 128, .prompt_chunk = 5});
   std::vector<std::shared_ptr<Generation>> jobs;
@@ -104,7 +76,7 @@ TEST_F(EngineTest, StreamedPiecesConcatenateToTheText) {
     streamed += u.text;
     if (u.done) break;
   }
-  EXPECT_EQ(streamed, reference("Once upon a time", kTokens));
+  EXPECT_EQ(streamed, greedy_reference("Once upon a time", kTokens));
   EXPECT_GT(polls_with_text, 1);  // text arrives as it is generated, not at the end only
 }
 
@@ -172,7 +144,7 @@ TEST_F(EngineTest, PromptChunkBoundsThePromptTokensReadPerStep) {
 }
 
 TEST_F(EngineTest, StopStringsAcrossTokensEndTheTextAndAreNotEmitted) {
-  const std::string full = reference("Once upon a time", 40);
+  const std::string full = greedy_reference("Once upon a time", 40);
   ASSERT_NE(full.find("little girl"), std::string::npos);
   Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
   GenerationParams p = greedy();
@@ -208,7 +180,7 @@ TEST_F(EngineTest, FullQueueRefusesAtOnceAndCancelFreesCells) {
   EXPECT_LT(ra.completion_tokens, 200);
   const auto rb = b->wait();
   EXPECT_EQ(rb.finish, FinishReason::Length);
-  EXPECT_EQ(rb.text, reference("The little dog", 5));
+  EXPECT_EQ(rb.text, greedy_reference("The little dog", 5));
   // b finished and keeps its prompt and 4 decoded tokens for reuse; a's cells were all freed.
   EXPECT_EQ(engine.stats().kv_cells_used, static_cast<int64_t>(encode("The little dog").size()) + 4);
   EXPECT_EQ(engine.stats().queue_depth, 0u);
@@ -231,7 +203,7 @@ TEST_F(EngineTest, WithoutAQueueFreeSlotsStillTakeRequests) {
   EXPECT_EQ(b->wait().finish, FinishReason::Cancelled);
   auto c = engine.submit(encode("The little dog"), greedy(5));
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->wait().text, reference("The little dog", 5));
+  EXPECT_EQ(c->wait().text, greedy_reference("The little dog", 5));
 }
 
 TEST_F(EngineTest, ANewRequestReusesThePrefixItsSlotHolds) {
@@ -247,7 +219,7 @@ TEST_F(EngineTest, ANewRequestReusesThePrefixItsSlotHolds) {
   // tokenizes the same at the seam); the text is what a fresh session gives.
   EXPECT_GE(r2.cached_tokens, static_cast<int>(first.size()));
   EXPECT_LT(r2.cached_tokens, static_cast<int>(second.size()));
-  EXPECT_EQ(r2.text, reference(second_text, 20));
+  EXPECT_EQ(r2.text, greedy_reference(second_text, 20));
 }
 
 TEST_F(EngineTest, BadRequestsAreErrors) {
@@ -281,7 +253,7 @@ TEST_F(EngineTest, ACacheScopeReusesOnlyItsOwnPrefix) {
   Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
   const auto prompt = encode("Once upon a time there was a dog");
   const int n = static_cast<int>(prompt.size());
-  const std::string expected = reference("Once upon a time there was a dog", 8);
+  const std::string expected = greedy_reference("Once upon a time there was a dog", 8);
   // Runs the prompt under `scope`; returns cached_tokens and checks the prompt tokens decoded.
   auto run = [&](const std::string& scope) {
     GenerationParams p = greedy(8);
@@ -313,7 +285,7 @@ TEST_F(EngineTest, EachScopeKeepsReusingItsOwnSlotAcrossTurns) {
       p.cache_scope = scope;
       const auto tokens = encode(text);
       const auto r = engine.submit(tokens, p)->wait();
-      EXPECT_EQ(r.text, reference(text, 6)) << scope << " turn " << turn;
+      EXPECT_EQ(r.text, greedy_reference(text, 6)) << scope << " turn " << turn;
       if (turn == 0) {
         EXPECT_EQ(r.cached_tokens, 0) << scope;
       } else {
@@ -392,7 +364,7 @@ TEST_F(EngineTest, ASubscriberTakesEveryPieceAndTheEndWithoutPolling) {
 TEST_F(EngineTest, SubscribingAfterTheEndNotifiesOnce) {
   Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
   auto job = engine.submit(encode("Once upon a time"), greedy(10));
-  EXPECT_EQ(job->wait().text, reference("Once upon a time", 10));
+  EXPECT_EQ(job->wait().text, greedy_reference("Once upon a time", 10));
   auto first = std::make_shared<Inbox>();
   job->subscribe([first] { first->notify(); });
   EXPECT_EQ(first->count(), 1);  // inside subscribe(): the end is already there

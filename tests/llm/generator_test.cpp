@@ -7,27 +7,16 @@
 
 #include <cmath>
 
+#include "support/stories_model.h"
 #include "tessera/error.h"
-#include "tessera/llm/model.h"
-#include "tessera/llm/token_streamer.h"
 
 using namespace tessera;
 using namespace tessera::llm;
 
 namespace {
 
-const std::string kModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
-
-class GeneratorTest : public testing::Test {
+class GeneratorTest : public testing_support::StoriesModelTest {
  protected:
-  static void SetUpTestSuite() {
-    model_ = Model::load(kModel).release();
-    vocab_ = new Vocab(Vocab::from_gguf(*model_->file()));
-  }
-  static void TearDownTestSuite() {
-    delete vocab_;
-    delete model_;
-  }
   static SessionOptions options(int64_t n_ctx = 256) {
     return SessionOptions{.n_ctx = n_ctx, .n_threads = 1};
   }
@@ -36,26 +25,7 @@ class GeneratorTest : public testing::Test {
     o.temperature = 0.0f;
     return Sampler(o);
   }
-  // The loop `tessera run` had before the Generator: decode, sample, stream.
-  static std::string by_hand(const std::vector<Token>& prompt, int n) {
-    Session s(*model_, options());
-    Sampler sampler = greedy();
-    std::vector<float> logits = s.decode(prompt);
-    TokenStreamer streamer(*vocab_);
-    std::string text;
-    for (int i = 0; i < n; ++i) {
-      const Token next = sampler.sample(logits);
-      if (vocab_->is_end_of_generation(next)) break;
-      text += streamer.push(next);
-      logits = s.decode(std::span<const Token>(&next, 1));
-    }
-    return text + streamer.finish();
-  }
-  static Model* model_;
-  static Vocab* vocab_;
 };
-Model* GeneratorTest::model_ = nullptr;
-Vocab* GeneratorTest::vocab_ = nullptr;
 
 GenerateOptions collecting(std::string& text, int max_tokens) {
   GenerateOptions o;
@@ -76,7 +46,7 @@ TEST_F(GeneratorTest, GreedyTextIsTheHandWrittenLoops) {
   Sampler sampler = greedy();
   std::string text;
   const GenerateResult r = g.generate(prompt, sampler, collecting(text, 48));
-  EXPECT_EQ(text, by_hand(prompt, 48));
+  EXPECT_EQ(text, greedy_reference("Once upon a time", 48));
   EXPECT_EQ(r.prompt_tokens, prompt.size());
   EXPECT_EQ(r.cached_tokens, 0u);
   EXPECT_GT(r.generated, 0u);
@@ -115,7 +85,7 @@ TEST_F(GeneratorTest, ALongerPromptReusesThePrefixWithTheSameLogits) {
 
 TEST_F(GeneratorTest, EachEndEndsItAsDocumented) {
   const std::vector<Token> prompt = vocab_->encode("Once upon a time", true);
-  const std::string full = by_hand(prompt, 48);
+  const std::string full = greedy_reference("Once upon a time", 48);
   ASSERT_GT(full.size(), 20u);
   Session s(*model_, options());
   Generator g(s, *vocab_);
