@@ -387,7 +387,7 @@ TEST(ServerHostile, ParametersAreHonouredOrRefusedByName) {
                                                  {"suffix", "end"},
                                                  {"tools", json::array({{{"type", "function"}}})},
                                                  {"tool_choice", "required"},
-                                                 {"response_format", {{"type", "json_object"}}},
+                                                 {"response_format", {{"type", "xml"}}},
                                                  {"stream_option", true}}) {
     json body = base;
     body[key] = value;
