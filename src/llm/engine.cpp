@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "tessera/llm/grammar_matcher.h"
 
 namespace tessera::llm {
 namespace {}  // namespace
@@ -278,7 +279,12 @@ void Engine::admit(std::vector<std::shared_ptr<Generation>>& dropped) {
     s.next = kNoToken;
     s.text.emplace(vocab_, s.job->params_.stop);
     s.generated = 0;
-    s.sampler = std::make_unique<Sampler>(s.job->params_.sampling);
+    std::unique_ptr<GrammarMatcher> matcher;
+    if (s.job->params_.grammar) {
+      if (!trie_) trie_ = std::make_shared<const VocabTrie>(vocab_);
+      matcher = std::make_unique<GrammarMatcher>(s.job->params_.grammar, trie_);
+    }
+    s.sampler = std::make_unique<Sampler>(s.job->params_.sampling, std::move(matcher));
     for (Token t : prompt) s.sampler->accept(t);
     {
       std::lock_guard jl(s.job->mutex_);
@@ -325,6 +331,21 @@ bool Engine::accept_token(Slot& slot, Token token) {
   if (slot.text->stopped()) {
     release(slot, FinishReason::Stop);
     return true;
+  }
+  // A grammar that is complete with nothing more allowed: the text is whole, stop here.
+  if (GrammarMatcher* g = slot.sampler->grammar()) {
+    bool whole = false;
+    try {
+      whole = g->only_end_of_generation();
+    } catch (const Error& e) {
+      release(slot, FinishReason::Error, e.what());
+      return true;
+    }
+    if (whole) {
+      slot.job->push(slot.text->finish());
+      release(slot, FinishReason::Stop);
+      return true;
+    }
   }
   if (slot.generated >= p.max_tokens || static_cast<int64_t>(slot.held.size()) >= slot_ctx_) {
     slot.job->push(slot.text->finish());
@@ -403,7 +424,14 @@ void Engine::step() {
   for (size_t r = 0; r < rows.size(); ++r) {
     Slot& s = *rows[r];
     const std::span<const float> row(logits->data() + r * n_vocab, n_vocab);
-    accept_token(s, s.sampler->sample(row));
+    Token token;
+    try {
+      token = s.sampler->sample(row);  // a grammar may find no token allowed, or exceed its limits
+    } catch (const Error& e) {
+      release(s, FinishReason::Error, e.what());
+      continue;
+    }
+    accept_token(s, token);
   }
 }
 

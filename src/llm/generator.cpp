@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "tessera/llm/grammar_matcher.h"
 #include "tessera/llm/stop_text.h"
 
 namespace tessera::llm {
@@ -102,6 +103,11 @@ GenerateResult Generator::complete(Sampler& sampler, const GenerateOptions& opti
     }
     if (stopped_by_reader) {
       r.end = GenerateEnd::Cancelled;
+      break;
+    }
+    // Under a grammar whose text is complete, nothing but the end may follow.
+    if (sampler.grammar() != nullptr && sampler.grammar()->only_end_of_generation()) {
+      r.end = GenerateEnd::EndOfGeneration;
       break;
     }
     if (r.generated >= static_cast<size_t>(options.max_tokens)) break;

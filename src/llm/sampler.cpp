@@ -6,10 +6,18 @@
 #include <vector>
 
 #include "core/check.h"
+#include "tessera/llm/grammar_matcher.h"
 
 namespace tessera::llm {
 
-Sampler::Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
+
+Sampler::Sampler(const SamplerOptions& options) : Sampler(options, nullptr) {}
+
+Sampler::Sampler(const SamplerOptions& options, std::unique_ptr<GrammarMatcher> grammar)
+    : options_(options), grammar_(std::move(grammar)), rng_(options.seed) {
   if (!(options.temperature >= 0.0f) && !(options.temperature < 0.0f))
     raise(ErrorCode::InvalidArgument, "temperature must be a number");
   if (options.top_p <= 0.0f || std::isnan(options.top_p))
@@ -42,8 +50,9 @@ void Sampler::accept(int32_t token) {
   while (static_cast<int>(history_.size()) > std::max(0, options_.repeat_last_n)) history_.pop_front();
 }
 
-std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
+std::vector<float> Sampler::adjusted(std::span<const float> logits) {
   std::vector<float> out(logits.begin(), logits.end());
+  if (grammar_) grammar_->apply(out);
   for (const auto& [id, b] : options_.logit_bias)
     if (static_cast<size_t>(id) < out.size()) out[static_cast<size_t>(id)] += b;
 
@@ -127,6 +136,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     std::discrete_distribution<size_t> dist(p.begin(), p.end());
     chosen = cands[dist(rng_)].id;
   }
+  if (grammar_) grammar_->accept(chosen);
   accept(chosen);
   return chosen;
 }

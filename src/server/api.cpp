@@ -11,6 +11,10 @@
 #include <random>
 #include <set>
 
+#include "tessera/error.h"
+#include "tessera/llm/grammar.h"
+#include "tessera/llm/json_schema.h"
+
 namespace tessera::server {
 
 using nlohmann::json;
@@ -110,7 +114,6 @@ bool is_one(const json& v) { return v.is_number() && v.get<double>() == 1.0; }
 bool is_empty_string(const json& v) { return v.is_string() && v.get<std::string>().empty(); }
 bool is_empty_array(const json& v) { return v.is_array() && v.empty(); }
 bool is_never(const json&) { return false; }
-bool is_text_format(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }
 bool is_no_tool(const json& v) { return v.is_string() && v.get<std::string>() == "none"; }
 bool is_text_modality(const json& v) { return v == json::array({"text"}); }
 bool is_default_tier(const json& v) { return v == "auto" || v == "default"; }
@@ -121,7 +124,6 @@ const Unsupported kUnsupported[] = {
     {"echo", is_false},
     {"best_of", is_one},
     {"suffix", is_empty_string},
-    {"response_format", is_text_format},
     {"tools", is_empty_array},
     {"tool_choice", is_no_tool},
     {"functions", is_empty_array},
@@ -134,8 +136,6 @@ const Unsupported kUnsupported[] = {
     {"metadata", is_never},
     {"store", is_false},
     {"service_tier", is_default_tier},
-    {"grammar", is_never},
-    {"json_schema", is_never},
     {"verbosity", is_never},
 };
 
@@ -159,7 +159,10 @@ void check_parameters(const json& body, bool chat) {
                                             "n",
                                             "user",
                                             "cache_salt",
-                                            "parallel_tool_calls"};
+                                            "parallel_tool_calls",
+                                            "response_format",
+                                            "grammar",
+                                            "json_schema"};
   for (auto item = body.begin(); item != body.end(); ++item) {
     const std::string& key = item.key();
     const json& value = item.value();
@@ -176,6 +179,107 @@ void check_parameters(const json& body, bool chat) {
 
 }  // namespace
 
+namespace {
+
+// The member `path` (keys from the body down) of the body re-read with its objects' order kept (a
+// schema's properties come in its order), or the sorted one when the raw text is not at hand.
+nlohmann::ordered_json ordered_member(const json& sorted, std::string_view raw,
+                                      std::initializer_list<const char*> path) {
+  if (!raw.empty()) {
+    nlohmann::ordered_json doc = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::ordered_json* at = &doc;
+    for (const char* key : path) {
+      if (!at->is_object() || !at->contains(key)) {
+        at = nullptr;
+        break;
+      }
+      at = &(*at)[key];
+    }
+    if (at) return *at;
+  }
+  const json* at = &sorted;
+  for (const char* key : path) at = &(*at)[key];
+  return nlohmann::ordered_json::parse(at->dump());
+}
+
+std::shared_ptr<const llm::Grammar> compile_grammar(const std::string& gbnf, const char* what) {
+  try {
+    return llm::Grammar::parse(gbnf);
+  } catch (const Error& e) {
+    fail(400, fmt::format("{}: {}", what, e.what()), "invalid_grammar");
+  }
+}
+
+std::shared_ptr<const llm::Grammar> schema_grammar(const nlohmann::ordered_json& schema, const char* what) {
+  std::string gbnf;
+  try {
+    gbnf = llm::json_schema_to_gbnf(schema);
+  } catch (const Error& e) {
+    fail(400, fmt::format("{}: {}", what, e.what()), "invalid_schema");
+  }
+  return compile_grammar(gbnf, what);
+}
+
+// response_format, grammar and json_schema: at most one constraint on the output.
+std::shared_ptr<const llm::Grammar> output_constraint(const json& body, std::string_view raw) {
+  std::shared_ptr<const llm::Grammar> grammar;
+  int given = 0;
+  if (const json* rf = member(body, "response_format")) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      wrong_type("response_format", "an object with a string 'type'");
+    const std::string type = (*rf)["type"];
+    if (type == "json_object") {
+      ++given;
+      // llama.cpp's extension: a schema inside json_object.
+      if (rf->contains("schema") && !(*rf)["schema"].is_null())
+        grammar = schema_grammar(ordered_member(body, raw, {"response_format", "schema"}),
+                                 "'response_format.schema'");
+      else
+        grammar = compile_grammar(llm::json_object_gbnf(), "'response_format'");
+    } else if (type == "json_schema") {
+      ++given;
+      const json* js = member(*rf, "json_schema");
+      if (js == nullptr || !js->is_object())
+        fail(400, "'response_format.json_schema' must be an object with 'name' and 'schema'", "invalid_type");
+      for (auto it = js->begin(); it != js->end(); ++it)
+        if (it.key() != "name" && it.key() != "schema" && it.key() != "strict" && it.key() != "description")
+          fail(400, fmt::format("unknown parameter 'response_format.json_schema.{}'", it.key().substr(0, 64)),
+               "unknown_parameter");
+      if (js->contains("name") && !(*js)["name"].is_string())
+        wrong_type("response_format.json_schema.name", "a string");
+      if (js->contains("strict") && !(*js)["strict"].is_boolean() && !(*js)["strict"].is_null())
+        wrong_type("response_format.json_schema.strict", "a boolean");
+      // Without a schema any JSON value will do, as OpenAI's API allows.
+      const nlohmann::ordered_json schema =
+          js->contains("schema") && !(*js)["schema"].is_null()
+              ? ordered_member(body, raw, {"response_format", "json_schema", "schema"})
+              : nlohmann::ordered_json::object();
+      grammar = schema_grammar(schema, "'response_format.json_schema.schema'");
+    } else if (type != "text") {
+      fail(400,
+           fmt::format("'response_format' type '{}' is not supported (text, json_object, json_schema are)",
+                       type.substr(0, 64)),
+           "unsupported_parameter");
+    }
+  }
+  if (auto g = get_string(body, "grammar")) {
+    ++given;
+    grammar = compile_grammar(*g, "'grammar'");
+  }
+  if (const json* js = member(body, "json_schema")) {
+    if (!js->is_object() && !js->is_boolean()) wrong_type("json_schema", "an object");
+    ++given;
+    grammar = schema_grammar(ordered_member(body, raw, {"json_schema"}), "'json_schema'");
+  }
+  if (given > 1)
+    fail(400,
+         "give at most one of 'response_format' (json_object or json_schema), 'grammar' and 'json_schema'",
+         "invalid_value");
+  return grammar;
+}
+
+}  // namespace
+
 std::optional<double> get_number(const json& body, const char* key) {
   const json* v = member(body, key);
   if (v == nullptr) return std::nullopt;
@@ -183,9 +287,10 @@ std::optional<double> get_number(const json& body, const char* key) {
   return v->get<double>();
 }
 
-GenerationRequest parse_generation(const json& body, bool chat, size_t n_vocab) {
+GenerationRequest parse_generation(const json& body, bool chat, size_t n_vocab, std::string_view raw_body) {
   check_parameters(body, chat);
   GenerationRequest r;
+  r.params.grammar = output_constraint(body, raw_body);
   llm::SamplerOptions& s = r.params.sampling;
   get_string(body, "model");  // any model name is this server's model; only its type is checked
   std::optional<int64_t> max_tokens = get_int(body, "max_tokens");

@@ -40,10 +40,14 @@ struct GenerationRequest {
 };
 // Reads max_tokens, temperature, top_p, top_k, min_p, repeat_penalty, presence_penalty,
 // frequency_penalty, logit_bias (ids inside [0, n_vocab)), seed, stop, ignore_eos, stream,
-// stream_options, n, user, cache_salt. A parameter of OpenAI's API we do not implement (tools,
-// response_format other than text, logprobs, echo, best_of > 1, suffix, ...) and any unknown
-// parameter is a 400 naming it. Wrong types are 400, values out of range 422.
-GenerationRequest parse_generation(const nlohmann::json& body, bool chat, size_t n_vocab);
+// stream_options, n, user, cache_salt, and the output constraint: response_format (text,
+// json_object, json_schema {name, schema, strict}), llama.cpp's `grammar` (GBNF) or `json_schema`
+// (at most one; a bad grammar or schema is a 400 naming why). `raw_body` is the body's text, read
+// again for a schema so that its properties keep their order (empty: the sorted `body`). A
+// parameter of OpenAI's API we do not implement (tools, logprobs, echo, best_of > 1, suffix, ...)
+// and any unknown parameter is a 400 naming it. Wrong types are 400, values out of range 422.
+GenerationRequest parse_generation(const nlohmann::json& body, bool chat, size_t n_vocab,
+                                   std::string_view raw_body = {});
 
 // A JSON array of token ids (member `key` of the request) inside [0, n_vocab), else a 400.
 std::vector<llm::Token> token_ids(const nlohmann::json& ids, const char* key, size_t n_vocab);

@@ -458,7 +458,7 @@ void Server::Impl::install_routes() {
   routes.push_back({"/v1/completions", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
                       require_model();
                       const json body = parse_body(req.body);
-                      GenerationRequest g = parse_generation(body, false, vocab->size());
+                      GenerationRequest g = parse_generation(body, false, vocab->size(), req.body);
                       std::vector<llm::Token> prompt = prompt_tokens(body, *vocab);
                       generate(req, reply, std::move(prompt), g, false);
                     }});
@@ -466,7 +466,7 @@ void Server::Impl::install_routes() {
       {"/v1/chat/completions", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
          require_model();
          const json body = parse_body(req.body);
-         GenerationRequest g = parse_generation(body, true, vocab->size());
+         GenerationRequest g = parse_generation(body, true, vocab->size(), req.body);
          std::vector<llm::Token> prompt = chat->prompt(chat_messages(body));
          generate(req, reply, std::move(prompt), g, true);
        }});

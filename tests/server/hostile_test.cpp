@@ -196,7 +196,9 @@ TEST(ServerHostile, MemoryStaysFlatAcrossConnectionsAndHugeHeadsAre431) {
   // (ASan keeps freed memory in quarantine and TSan shadows it: RSS says nothing there; the release
   // runs check it.)
   const bool rss_means_memory = !testing_support::kShadowMemorySanitizer;
-  if (rss_means_memory) EXPECT_LT(after - warm, 32 * 1024) << warm << " KiB -> " << after << " KiB";
+  if (rss_means_memory) {
+    EXPECT_LT(after - warm, 32 * 1024) << warm << " KiB -> " << after << " KiB";
+  }
   // A million headers: refused once the head passes 16 KiB, without reading the rest.
   RawClient c(port);
   std::thread flood([&] {
@@ -213,7 +215,9 @@ TEST(ServerHostile, MemoryStaysFlatAcrossConnectionsAndHugeHeadsAre431) {
   flood.join();
   ASSERT_TRUE(r);
   expect_raw_error(*r, 431, "headers_too_large");
-  if (rss_means_memory) EXPECT_LT(rss_kib() - after, 32 * 1024);
+  if (rss_means_memory) {
+    EXPECT_LT(rss_kib() - after, 32 * 1024);
+  }
 }
 
 TEST(ServerHostile, ChatContentCannotForgeControlTokens) {
@@ -387,7 +391,7 @@ TEST(ServerHostile, ParametersAreHonouredOrRefusedByName) {
                                                  {"suffix", "end"},
                                                  {"tools", json::array({{{"type", "function"}}})},
                                                  {"tool_choice", "required"},
-                                                 {"response_format", {{"type", "json_object"}}},
+                                                 {"response_format", {{"type", "xml"}}},
                                                  {"stream_option", true}}) {
     json body = base;
     body[key] = value;

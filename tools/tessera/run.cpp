@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "chat.h"
 #include "checks.h"
@@ -13,6 +15,9 @@
 #include "progress.h"
 #include "tessera/error.h"
 #include "tessera/llm/generator.h"
+#include "tessera/llm/grammar.h"
+#include "tessera/llm/grammar_matcher.h"
+#include "tessera/llm/json_schema.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
@@ -37,7 +42,26 @@ struct RunArgs {
   bool no_mmap = false;
   bool ignore_eos = false;
   int stats_every = 0;
+  std::string grammar, grammar_file, json_schema;  // at most one
 };
+
+// The grammar --grammar, --grammar-file or --json-schema asks for, or null.
+std::shared_ptr<const llm::Grammar> constraint(const RunArgs& a) {
+  if (int(!a.grammar.empty()) + int(!a.grammar_file.empty()) + int(!a.json_schema.empty()) > 1)
+    throw Error(ErrorCode::InvalidArgument,
+                "give at most one of --grammar, --grammar-file and --json-schema");
+  if (!a.grammar.empty()) return llm::Grammar::parse(a.grammar);
+  if (!a.json_schema.empty())
+    return llm::Grammar::parse(llm::json_schema_to_gbnf(std::string_view(a.json_schema)));
+  if (!a.grammar_file.empty()) {
+    std::ifstream in(a.grammar_file, std::ios::binary);
+    if (!in) throw Error(ErrorCode::Io, fmt::format("cannot read the grammar file '{}'", a.grammar_file));
+    std::ostringstream text;
+    text << in.rdbuf();
+    return llm::Grammar::parse(text.str());
+  }
+  return nullptr;
+}
 
 // The process's resident memory (Linux), for --stats-every.
 double resident_mib() {
@@ -81,6 +105,7 @@ struct PromptCache {
 };
 
 void run(const RunArgs& a) {
+  const auto grammar = constraint(a);  // a bad grammar fails before the model loads
   const auto t_load = std::chrono::steady_clock::now();
   llm::LoadOptions lo;
   lo.n_gpu_layers = a.n_gpu_layers;
@@ -109,7 +134,10 @@ void run(const RunArgs& a) {
   sopt.min_p = a.min_p;
   sopt.repeat_penalty = a.repeat_penalty;
   sopt.seed = a.seed;
-  llm::Sampler sampler(sopt);
+  std::unique_ptr<llm::GrammarMatcher> matcher;
+  if (grammar)
+    matcher = std::make_unique<llm::GrammarMatcher>(grammar, std::make_shared<const llm::VocabTrie>(vocab));
+  llm::Sampler sampler(sopt, std::move(matcher));
   llm::Generator generator(session, vocab);
 
   const auto t_prompt = std::chrono::steady_clock::now();
@@ -189,6 +217,9 @@ void run(const RunArgs& a) {
   }
   fmt::print(stderr, "generation: {} tokens, {:.1f} ms, {:.2f} tokens/s\n", generated, gen_ms,
              gen_ms > 0 ? 1000.0 * generated / gen_ms : 0.0);
+  if (const llm::GrammarMatcher* g = sampler.grammar())
+    fmt::print(stderr, "grammar: {} masks computed, {} from the cache, text {}\n", g->walks(),
+               g->cache_hits(), g->state().complete() ? "complete" : "incomplete");
 }
 
 // CLI11 would wrap "-1" to 2^64-1 and saturate anything larger: a seed is decimal digits that fit.
@@ -248,7 +279,14 @@ void add_run(CLI::App& app) {
   cmd->add_flag("--prompt-cache-all", args->prompt_cache_all,
                 "with --prompt-cache: also save the generated tokens' state at the end");
   cmd->add_flag("--report", args->report, "print the placement of the graph and every CPU fallback");
+  cmd->add_option("--grammar", args->grammar, "constrain the output to a GBNF grammar (llama.cpp's format)");
+  cmd->add_option("--grammar-file", args->grammar_file, "constrain the output to the GBNF grammar in a file");
+  cmd->add_option("-j,--json-schema", args->json_schema,
+                  "constrain the output to JSON valid against a JSON schema (e.g. '{}' for any JSON value)");
   cmd->callback([args, prompt] {
+    if (args->chat && !(args->grammar.empty() && args->grammar_file.empty() && args->json_schema.empty()))
+      throw Error(ErrorCode::InvalidArgument,
+                  "--grammar, --grammar-file and --json-schema need -p (not -cnv)");
     if (args->chat && !args->prompt_cache.empty())
       throw Error(ErrorCode::InvalidArgument, "--prompt-cache works with -p, not with -cnv");
     if (args->chat) {

@@ -17,11 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "tessera/llm/grammar.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
 #include "tessera/llm/stop_text.h"
 #include "tessera/llm/vocab.h"
+#include "tessera/llm/vocab_trie.h"
 
 namespace tessera::llm {
 
@@ -40,6 +42,12 @@ struct GenerationParams {
   // of the API key, the address and an optional salt). Empty is a scope like any other: requests
   // without one share with each other only.
   std::string cache_scope;
+  // Constrained sampling: the compiled grammar, shared by any number of generations (each keeps
+  // its own matching state). Only tokens that keep the text inside it are sampled, an
+  // end-of-generation token only where the text is complete, and the generation ends (stop) as
+  // soon as the text is complete and nothing else may follow. A grammar that lets no token of
+  // the vocabulary continue ends the generation with an error.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // What a generation has produced since the last poll() or take().
@@ -166,6 +174,7 @@ class Engine {
   void release(Slot& slot, FinishReason reason, const std::string& error = {});
 
   const Vocab& vocab_;
+  std::shared_ptr<const VocabTrie> trie_;  // built at the first generation with a grammar
   EngineOptions options_;
   int64_t slot_ctx_ = 0;
   std::unique_ptr<Session> session_;

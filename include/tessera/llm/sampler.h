@@ -3,12 +3,15 @@
 // temperature, seeded RNG; greedy at temp 0.
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <random>
 #include <span>
 #include <utility>
 #include <vector>
 
 namespace tessera::llm {
+
+class GrammarMatcher;
 
 struct SamplerOptions {
   float temperature = 0.8f;     // <= 0: greedy (argmax)
@@ -32,18 +35,28 @@ struct SamplerOptions {
 
 class Sampler {
  public:
-  // Error(InvalidArgument) on options out of range. Keeps logit_bias sorted by token id.
+  // Error(InvalidArgument) on options out of range. Keeps logit_bias sorted by token id. With a
+  // grammar, its mask comes before everything else (every token it forbids gets -infinity, so
+  // neither bias nor penalties bring it back) and each sampled token advances it.
   explicit Sampler(const SamplerOptions& options = {});
-  // Picks the next token from logits ([n_vocab]); remembers it for the penalties.
+  Sampler(const SamplerOptions& options, std::unique_ptr<GrammarMatcher> grammar);
+  ~Sampler();
+  Sampler(Sampler&&) noexcept;
+  Sampler& operator=(Sampler&&) noexcept;
+  // Picks the next token from logits ([n_vocab]); remembers it for the penalties and advances the
+  // grammar. Error(InvalidArgument) when the grammar allows no token.
   int32_t sample(std::span<const float> logits);
-  // The logits after the bias and the penalties: what temperature, top-k, top-p and min-p see.
-  std::vector<float> adjusted(std::span<const float> logits) const;
-  // Adds tokens (e.g. the prompt) to the penalties' history.
+  // The logits after the grammar mask, the bias and the penalties: what temperature, top-k, top-p
+  // and min-p see.
+  std::vector<float> adjusted(std::span<const float> logits);
+  // Adds tokens (e.g. the prompt) to the penalties' history (the grammar does not see them).
   void accept(int32_t token);
   const SamplerOptions& options() const noexcept { return options_; }
+  GrammarMatcher* grammar() const noexcept { return grammar_.get(); }
 
  private:
   SamplerOptions options_;
+  std::unique_ptr<GrammarMatcher> grammar_;
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;
 };
