@@ -7,7 +7,9 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "core/check.h"
@@ -237,6 +239,77 @@ class Converter {
     }
   }
 
+  // What a oneOf branch may be, enough to show that two branches never accept one value: the
+  // JSON types it allows (integer counted as number; empty: any), the exact values of a const or
+  // an enum, and for objects the values each required property is fixed to (a discriminator).
+  struct Shape {
+    std::set<std::string> types;
+    std::optional<std::vector<Json>> values;
+    std::map<std::string, std::vector<Json>> fixed;
+  };
+
+  static std::string kind_of(const Json& v) {
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "boolean";
+    if (v.is_number()) return "number";
+    if (v.is_string()) return "string";
+    if (v.is_array()) return "array";
+    return "object";
+  }
+
+  // A schema's values if it is a const or an enum.
+  static std::optional<std::vector<Json>> fixed_values(const Json& s) {
+    if (!s.is_object()) return std::nullopt;
+    if (s.contains("const")) return std::vector<Json>{s["const"]};
+    if (s.contains("enum") && s["enum"].is_array())
+      return std::vector<Json>(s["enum"].begin(), s["enum"].end());
+    return std::nullopt;
+  }
+
+  Shape shape_of(const Json* s, const std::string& path) {
+    for (int hops = 0; s->is_object() && s->contains("$ref") && hops < 64; ++hops)
+      s = &resolve((*s)["$ref"].is_string() ? (*s)["$ref"].get<std::string>() : "", path);
+    Shape shape;
+    if (!s->is_object()) return shape;
+    shape.values = fixed_values(*s);
+    if (s->contains("type")) {
+      const Json& t = (*s)["type"];
+      for (const Json& x : t.is_array() ? t : Json::array({t}))
+        if (x.is_string()) shape.types.insert(x == "integer" ? "number" : x.get<std::string>());
+    }
+    if (s->contains("properties") && s->contains("required") && (*s)["required"].is_array())
+      for (const Json& name : (*s)["required"])
+        if (name.is_string() && (*s)["properties"].contains(name.get<std::string>()))
+          if (auto v = fixed_values((*s)["properties"][name.get<std::string>()]))
+            shape.fixed[name.get<std::string>()] = *v;
+    return shape;
+  }
+
+  static bool share_a_value(const std::vector<Json>& a, const std::vector<Json>& b) {
+    for (const Json& x : a)
+      for (const Json& y : b)
+        if (x == y) return true;
+    return false;
+  }
+
+  // True when no value can match both branches (a sufficient test, not a complete one).
+  static bool disjoint(const Shape& a, const Shape& b) {
+    if (a.values && b.values) return !share_a_value(*a.values, *b.values);
+    for (const auto& [v, other] : {std::pair{&a, &b}, std::pair{&b, &a}})
+      if (v->values && !other->types.empty() &&
+          std::none_of(v->values->begin(), v->values->end(),
+                       [&](const Json& x) { return other->types.count(kind_of(x)) > 0; }))
+        return true;
+    if (!a.types.empty() && !b.types.empty() &&
+        std::none_of(a.types.begin(), a.types.end(),
+                     [&](const std::string& t) { return b.types.count(t) > 0; }))
+      return true;
+    for (const auto& [name, values] : a.fixed)
+      if (auto it = b.fixed.find(name); it != b.fixed.end() && !share_a_value(values, it->second))
+        return true;
+    return false;
+  }
+
   std::string visit(const Json& s, const std::string& path) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return "json-value";
@@ -309,6 +382,17 @@ class Converter {
       if (!s.contains(key)) continue;
       alone(key);
       if (!s[key].is_array() || s[key].empty()) refuse(path, key, "must be a non-empty array");
+      // oneOf's "exactly one" holds when no two branches can accept one value; that is the only
+      // case a grammar of alternatives enforces.
+      if (std::string_view(key) == "oneOf")
+        for (size_t i = 0; i < s[key].size(); ++i)
+          for (size_t j = i + 1; j < s[key].size(); ++j)
+            if (!disjoint(shape_of(&s[key][i], path), shape_of(&s[key][j], path)))
+              refuse(path, key,
+                     fmt::format("branches {} and {} may both match a value, and exactly-one cannot be "
+                                 "enforced (use anyOf, or tell them apart by type or by a required "
+                                 "property's const/enum)",
+                                 i, j));
       std::string out = "(";
       for (size_t i = 0; i < s[key].size(); ++i)
         out += (i ? " | " : "") + visit(s[key][i], fmt::format("{}/{}/{}", path, key, i));

@@ -212,6 +212,12 @@ const std::vector<SchemaCase>& cases() {
        {R"({"id": 1, "x": "abc", "idx": "a"})", R"({"i": "z"})", R"({})"}},
       {"anything", R"({})", {R"(nul)", R"({"a": })"}, {R"({"a": [1, {"b": null}], "c": "d"})", R"(-0.5)"}},
       {"object", R"({"type": "object"})", {R"([])", R"("x")"}, {R"({"a": [1, {"b": null}]})"}},
+      {"oneOf told apart by type, value and a discriminator",
+       R"({"oneOf": [{"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["kind", "r"]},
+                     {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "number"}}, "required": ["kind", "side"]},
+                     {"enum": [1, 2]}, {"type": "string"}]})",
+       {R"({"kind": "circle", "side": 1})", R"({"kind": "tri", "r": 1})", R"(3)", R"({"r": 1})"},
+       {R"({"kind": "circle", "r": 1.5})", R"({"kind": "square", "side": 2})", R"(2)", R"("x")"}},
       {"pattern",
        R"({"type": "string", "pattern": "^ab+(c|d)?\\d{2}"})",
        {R"("abx12")", R"("a12")", R"("xab12")"},
@@ -307,6 +313,18 @@ TEST(JsonSchemaTest, WhatCannotBeEnforcedIsRefusedNamingKeywordAndPath) {
   EXPECT_NE(refusal(R"({"type": "object", "required": ["a"]})").find("'a' is not among the properties"),
             std::string::npos);
   EXPECT_NE(refusal(R"(false)").find("accepts nothing"), std::string::npos);
+  // oneOf whose branches may share a value: exactly-one is not a grammar of alternatives.
+  EXPECT_NE(refusal(R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]})")
+                .find("'oneOf' at '/': branches 0 and 1 may both match"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})").find("branches 0 and 1"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
+                                  {"type": "object", "properties": {"b": {"type": "string"}}}]})")
+                .find("branches 0 and 1"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"oneOf": [{"enum": ["a", "b"]}, {"const": "b"}]})").find("branches 0 and 1"),
+            std::string::npos);
   EXPECT_NE(refusal("{").find("not valid JSON"), std::string::npos);
 }
 

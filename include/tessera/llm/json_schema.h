@@ -8,7 +8,8 @@
 // out), `additionalProperties` (false, true or a schema; absent: false when `properties` is given,
 // else any members; extra keys are written without escapes and never repeat a known property's
 // name), `enum`, `const`, `items`, `prefixItems`, `minItems`, `maxItems` (up to 1000),
-// `anyOf`/`oneOf` (the branches as alternatives: oneOf's exclusivity is not checked),
+// `anyOf`, `oneOf` when no two branches can accept one value (their types differ, their
+// const/enum values differ, or a required property's const/enum values differ: else refused),
 // `allOf` where it merges object schemas without conflicts, `$ref` to `#`, `#/$defs/...`,
 // `#/definitions/...` (recursion allowed), `minLength`/`maxLength` (up to 1000 characters),
 // `pattern` (a regular subset of ECMAScript regexes: literals, classes, `.`, groups,
