@@ -166,7 +166,9 @@ void check_parameters(const json& body, bool chat) {
   for (auto item = body.begin(); item != body.end(); ++item) {
     const std::string& key = item.key();
     const json& value = item.value();
-    if (common.count(key) || (chat ? key == "messages" || key == "max_completion_tokens" : key == "prompt"))
+    if (common.count(key) ||
+        (chat ? key == "messages" || key == "max_completion_tokens" || key == "tools" || key == "tool_choice"
+              : key == "prompt"))
       continue;
     const auto it = std::find_if(std::begin(kUnsupported), std::end(kUnsupported),
                                  [&](const Unsupported& u) { return key == u.key; });
@@ -380,6 +382,75 @@ GenerationRequest parse_generation(const json& body, bool chat, size_t n_vocab, 
   return r;
 }
 
+std::optional<ToolRequest> parse_tools(const json& body, std::string_view raw) {
+  const json* tools = member(body, "tools");
+  const json* choice = member(body, "tool_choice");
+  if (tools == nullptr || (tools->is_array() && tools->empty())) {
+    if (choice != nullptr && !is_no_tool(*choice)) fail(400, "'tool_choice' needs 'tools'", "invalid_value");
+    return std::nullopt;
+  }
+  if (!tools->is_array()) wrong_type("tools", "an array of tools");
+  if (tools->size() > 128) out_of_range("tools", "at most 128 tools");
+  ToolRequest r;
+  r.tools = ordered_member(body, raw, {"tools"});
+  std::set<std::string> names;
+  for (size_t i = 0; i < r.tools.size(); ++i) {
+    const auto& t = r.tools[i];
+    if (!t.is_object() || !t.contains("type") || t["type"] != "function")
+      fail(400, fmt::format("tool {} is not of type 'function' (the only type this server runs)", i),
+           "unsupported_parameter");
+    for (auto it = t.begin(); it != t.end(); ++it)
+      if (it.key() != "type" && it.key() != "function")
+        fail(400, fmt::format("unknown parameter 'tools[{}].{}'", i, it.key().substr(0, 64)),
+             "unknown_parameter");
+    if (!t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
+        !t["function"]["name"].is_string() || t["function"]["name"].get<std::string>().empty())
+      fail(400, fmt::format("tool {} needs a 'function' with a non-empty string 'name'", i), "invalid_type");
+    for (auto it = t["function"].begin(); it != t["function"].end(); ++it)
+      if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" && it.key() != "strict")
+        fail(400, fmt::format("unknown parameter 'tools[{}].function.{}'", i, it.key().substr(0, 64)),
+             "unknown_parameter");
+    const auto& params = t["function"];
+    if (params.contains("parameters") && !params["parameters"].is_object() && !params["parameters"].is_null())
+      wrong_type("tools[].function.parameters", "a JSON schema object");
+    if (!names.insert(params["name"].get<std::string>()).second)
+      fail(400, fmt::format("two tools are named '{}'", params["name"].get<std::string>().substr(0, 64)),
+           "invalid_value");
+  }
+  if (choice == nullptr || (choice->is_string() && *choice == "auto")) {
+    r.choice = ToolRequest::Choice::Auto;
+  } else if (choice->is_string() && *choice == "none") {
+    r.choice = ToolRequest::Choice::None;
+  } else if (choice->is_string() && *choice == "required") {
+    r.choice = ToolRequest::Choice::Required;
+  } else if (choice->is_object() && choice->contains("function") && (*choice)["function"].is_object() &&
+             (*choice)["function"].contains("name") && (*choice)["function"]["name"].is_string()) {
+    r.choice = ToolRequest::Choice::Named;
+    r.name = (*choice)["function"]["name"];
+    if (!names.count(r.name))
+      fail(400, fmt::format("'tool_choice' names '{}', which is not among the tools", r.name.substr(0, 64)),
+           "invalid_value");
+  } else {
+    fail(400,
+         "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": "
+         "{\"name\": ...}}",
+         "invalid_value");
+  }
+  return r;
+}
+
+std::shared_ptr<const llm::Grammar> tool_call_grammar(const ToolRequest& tools, llm::ToolCallSyntax syntax) {
+  if (tools.choice != ToolRequest::Choice::Required && tools.choice != ToolRequest::Choice::Named)
+    return nullptr;
+  std::string gbnf;
+  try {
+    gbnf = llm::tool_call_gbnf(syntax, tools.tools, tools.name);
+  } catch (const Error& e) {
+    fail(400, fmt::format("'tool_choice': {}", e.what()), "invalid_tools");
+  }
+  return compile_grammar(gbnf, "'tools'");
+}
+
 std::vector<llm::Token> token_ids(const json& ids, const char* key, size_t n_vocab) {
   std::vector<llm::Token> tokens;
   tokens.reserve(ids.size());
@@ -422,10 +493,28 @@ json chat_messages(const json& body) {
   json messages = *it;
   for (json& m : messages) {
     if (!m.is_object()) fail(400, "each message must be an object", "invalid_type");
-    for (const char* key : {"tool_calls", "function_call"})
-      if (m.contains(key) && !m[key].is_null())
-        fail(400, fmt::format("messages with '{}' are not supported by this server", key),
-             "unsupported_parameter");
+    if (m.contains("function_call") && !m["function_call"].is_null())
+      fail(400, "messages with 'function_call' are not supported (use tool_calls)", "unsupported_parameter");
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (!m["tool_calls"].is_array()) fail(400, "a message's 'tool_calls' must be an array", "invalid_type");
+      for (json& call : m["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+            !call["function"].contains("name") || !call["function"]["name"].is_string())
+          fail(400, "each tool call must be an object with a 'function' that has a string 'name'",
+               "invalid_type");
+        json& args = call["function"]["arguments"];
+        if (args.is_string()) {
+          json parsed = json::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+          if (parsed.is_discarded() || !parsed.is_object())
+            fail(400, "a tool call's 'arguments' must be a JSON object (or its text)", "invalid_value");
+          args = std::move(parsed);
+        } else if (args.is_null()) {
+          args = json::object();
+        } else if (!args.is_object()) {
+          fail(400, "a tool call's 'arguments' must be a JSON object (or its text)", "invalid_type");
+        }
+      }
+    }
     auto content = m.find("content");
     if (content == m.end() || !content->is_array()) continue;
     // Content parts: the text parts' text, in order.

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "tessera/llm/engine.h"
+#include "tessera/llm/grammar.h"
+#include "tessera/llm/tool_calls.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::server {
@@ -49,6 +51,23 @@ struct GenerationRequest {
 GenerationRequest parse_generation(const nlohmann::json& body, bool chat, size_t n_vocab,
                                    std::string_view raw_body = {});
 
+// A chat request's tools: OpenAI's `tools` (functions only) and `tool_choice`.
+struct ToolRequest {
+  enum class Choice { Auto, None, Required, Named };
+  nlohmann::ordered_json tools;  // as given (the schemas' properties in the request's order)
+  Choice choice = Choice::Auto;
+  std::string name;  // Named: the function that must be called
+};
+// `tools` (an array of {"type": "function", "function": {"name", "description"?, "parameters"?}},
+// names unique) and `tool_choice` ("auto", "none", "required", or {"type": "function",
+// "function": {"name": ...}} naming one of them); nullopt without tools (tool_choice then must be
+// absent or "none"). Anything else is a 400 naming it.
+std::optional<ToolRequest> parse_tools(const nlohmann::json& body, std::string_view raw_body = {});
+// The grammar of exactly one call for tool_choice "required" or a named function (nullptr for
+// auto and none); 400 when the template's syntax is not one Tessera reads or a schema cannot be
+// enforced.
+std::shared_ptr<const llm::Grammar> tool_call_grammar(const ToolRequest& tools, llm::ToolCallSyntax syntax);
+
 // A JSON array of token ids (member `key` of the request) inside [0, n_vocab), else a 400.
 std::vector<llm::Token> token_ids(const nlohmann::json& ids, const char* key, size_t n_vocab);
 // /v1/completions' prompt: a string (tokenized with BOS as the vocabulary asks, special tokens
@@ -56,7 +75,9 @@ std::vector<llm::Token> token_ids(const nlohmann::json& ids, const char* key, si
 std::vector<llm::Token> prompt_tokens(const nlohmann::json& body, const llm::Vocab& vocab);
 // /v1/chat/completions' messages: a non-empty array of objects with a string `role`; content
 // given as parts (`[{"type": "text", "text": ...}]`) becomes the parts' text joined, any other
-// part type (image_url, input_audio, ...) and tool calls are a 400; else the template judges.
+// part type (image_url, input_audio, ...) is a 400; an assistant's `tool_calls` reach the
+// template with each function's `arguments` as a JSON object (OpenAI sends a string; templates
+// write it with tojson), `function_call` is a 400; else the template judges.
 nlohmann::json chat_messages(const nlohmann::json& body);
 
 // Typed accessors: nullopt when the member is absent or null, 400 naming it when of another type.

@@ -53,12 +53,18 @@ ChatFormatter ChatFormatter::create(const gguf::File& file, const llm::Vocab& vo
   return ChatFormatter(vocab, std::make_unique<llm::ChatTemplate>(source));
 }
 
-std::vector<llm::Token> ChatFormatter::prompt(const nlohmann::json& messages) const {
+llm::ToolCallSyntax ChatFormatter::tool_syntax() const {
+  return template_ ? llm::tool_call_syntax(template_->source()) : llm::ToolCallSyntax::None;
+}
+
+std::vector<llm::Token> ChatFormatter::prompt(const nlohmann::json& messages,
+                                              const nlohmann::ordered_json& variables) const {
   if (!template_)
     fail(400, "the model has no chat template: start the server with --chat-template-file",
          "no_chat_template");
   llm::ChatOptions options = llm::chat_options_for(*vocab_);
   options.add_generation_prompt = true;
+  options.extra = variables;
   if (nesting_exceeds(messages, kMaxMessagesNesting))
     fail(400, fmt::format("the messages are nested deeper than {} levels", kMaxMessagesNesting),
          "invalid_messages");

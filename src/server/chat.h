@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessera/gguf.h"
+#include "tessera/llm/tool_calls.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::llm {
@@ -24,9 +25,12 @@ class ChatFormatter {
   ChatFormatter(ChatFormatter&&) noexcept;
   ~ChatFormatter();
 
-  // The messages (OpenAI's array) rendered with a generation prompt and tokenized; a template or
-  // message error is an ApiError 400.
-  std::vector<llm::Token> prompt(const nlohmann::json& messages) const;
+  // The messages (OpenAI's array) rendered with a generation prompt and `variables` (a JSON
+  // object: tools, ...) and tokenized; a template or message error is an ApiError 400.
+  std::vector<llm::Token> prompt(const nlohmann::json& messages, const nlohmann::ordered_json& variables =
+                                                                     nlohmann::ordered_json::object()) const;
+  // How the template's model writes tool calls (None without a template).
+  llm::ToolCallSyntax tool_syntax() const;
 
  private:
   ChatFormatter(const llm::Vocab& vocab, std::unique_ptr<llm::ChatTemplate> tmpl);

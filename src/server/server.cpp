@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "core/check.h"
@@ -110,8 +111,10 @@ struct Server::Impl {
   std::optional<HttpResponse> admit(const HttpRequest& req);
   void handle(const HttpRequest& req, const std::shared_ptr<Exchange>& exchange);
   void log_request(const RequestLogEntry& entry);
+  // `tools`: the syntax the reply's tool calls are read in (None: no tools, the reply is text).
   void generate(const HttpRequest& req, const Reply& reply, std::vector<llm::Token> prompt,
-                const GenerationRequest& g, bool chat_api);
+                const GenerationRequest& g, bool chat_api,
+                llm::ToolCallSyntax tools = llm::ToolCallSyntax::None);
   std::string metrics_text();
   void require_model() const {
     if (!ready.load()) fail(503, "the model is loading", "loading", "server_error");
@@ -126,8 +129,10 @@ namespace {
 class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
  public:
   GenerationReply(Reply reply, std::shared_ptr<llm::Generation> job, const GenerationRequest& g, bool chat,
-                  std::string model, uint64_t id, int timeout_s)
-      : reply_(std::move(reply)),
+                  std::string model, uint64_t id, int timeout_s, llm::ToolCallSyntax tools)
+      : tools_(tools),
+        tool_stream_(tools),
+        reply_(std::move(reply)),
         job_(std::move(job)),
         chat_(chat),
         stream_(g.stream),
@@ -188,13 +193,37 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
 
   void event(const json& j) { reply_.exchange->write("data: " + dump(j) + "\n\n"); }
 
+  // A tool call as OpenAI writes it: a fresh id, the function's name and its arguments as text.
+  // Mistral's templates accept only ids of 9 letters and digits; others get OpenAI's call_ form.
+  json tool_call_json(const llm::ToolCall& call) const {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    const bool mistral = tools_ == llm::ToolCallSyntax::Mistral;
+    std::string id = mistral ? "" : "call_";
+    for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[rng() % (sizeof kAlphabet - 1)];
+    return {
+        {"id", id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  }
+
+  // The finish reason: "tool_calls" when the reply is calls, else the engine's.
+  static const char* finish_name(const llm::GenerationUpdate& u, const llm::ToolReply& tools) {
+    return tools.calls.empty() ? llm::finish_reason_name(u.finish) : "tool_calls";
+  }
+
   void drain() {
     if (finished_) return;
     const llm::GenerationUpdate u = job_->take();
-    if (stream_)
-      for (const std::string& piece : u.pieces) event(chunk(piece, nullptr));  // one event per piece
-    else
+    if (stream_) {
+      for (const std::string& piece : u.pieces) {  // one event per piece
+        if (tools_ == llm::ToolCallSyntax::None) {
+          event(chunk(piece, nullptr));
+        } else if (const std::string text = tool_stream_.push(piece); !text.empty()) {
+          event(chunk(text, nullptr));  // text until what may become a call
+        }
+      }
+    } else {
       text_ += u.text;
+    }
     if (!u.done) return;
     finished_ = true;
     job_->subscribe({});
@@ -214,10 +243,18 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
         return reply_.error({500, u.error, "server_error", "generation_failed"});
       if (u.finish == llm::FinishReason::Cancelled)
         return reply_.error({503, "the generation was cancelled", "server_error", "cancelled"});
-      json choice{{"index", 0}, {"finish_reason", llm::finish_reason_name(u.finish)}};
-      if (chat_)
+      const llm::ToolReply tools = tools_ == llm::ToolCallSyntax::None ? llm::ToolReply{text_, {}}
+                                                                       : llm::parse_tool_calls(tools_, text_);
+      json choice{{"index", 0}, {"finish_reason", finish_name(u, tools)}};
+      if (chat_ && tools.calls.empty()) {
         choice["message"] = {{"role", "assistant"}, {"content", text_}};
-      else
+      } else if (chat_) {
+        json calls = json::array();
+        for (const llm::ToolCall& call : tools.calls) calls.push_back(tool_call_json(call));
+        choice["message"] = {{"role", "assistant"},
+                             {"content", tools.content.empty() ? json(nullptr) : json(tools.content)},
+                             {"tool_calls", calls}};
+      } else
         choice["text"] = text_, choice["logprobs"] = nullptr;
       return reply_.json_body(200, {{"id", id_},
                                     {"object", chat_ ? "chat.completion" : "text_completion"},
@@ -234,7 +271,20 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
       event(error_body({500, u.error.empty() ? "the generation was cancelled" : u.error, "server_error",
                         "generation_failed"}));
     } else {
-      json last = chunk("", llm::finish_reason_name(u.finish));
+      llm::ToolReply tools;
+      if (tools_ != llm::ToolCallSyntax::None) {
+        tools = tool_stream_.finish();
+        if (!tools.content.empty()) event(chunk(tools.content, nullptr));
+        for (size_t i = 0; i < tools.calls.size(); ++i) {
+          json call = tool_call_json(tools.calls[i]);
+          call["index"] = i;
+          json c = chunk("", nullptr);
+          c["choices"][0]["delta"].erase("content");
+          c["choices"][0]["delta"]["tool_calls"] = json::array({call});
+          event(c);
+        }
+      }
+      json last = chunk("", finish_name(u, tools));
       if (include_usage_) {
         event(last);
         last = {{"id", id_},
@@ -252,6 +302,8 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
     ex.end_stream();
   }
 
+  const llm::ToolCallSyntax tools_;  // None: the reply is text
+  llm::ToolCallStream tool_stream_;
   Reply reply_;
   std::shared_ptr<llm::Generation> job_;
   const bool chat_, stream_, include_usage_;
@@ -378,7 +430,7 @@ void Server::Impl::handle(const HttpRequest& req, const std::shared_ptr<Exchange
 }
 
 void Server::Impl::generate(const HttpRequest& req, const Reply& reply, std::vector<llm::Token> prompt,
-                            const GenerationRequest& g, bool chat_api) {
+                            const GenerationRequest& g, bool chat_api, llm::ToolCallSyntax tools) {
   const int64_t ctx = engine->slot_ctx();
   if (static_cast<int64_t>(prompt.size()) > ctx)
     fail(400, fmt::format("the prompt has {} tokens, more than the context of {}", prompt.size(), ctx),
@@ -395,7 +447,7 @@ void Server::Impl::generate(const HttpRequest& req, const Reply& reply, std::vec
   if (!job)
     fail(503, "the server is busy: every slot is in use and the queue is full", "queue_full", "server_error");
   auto answer = std::make_shared<GenerationReply>(reply, std::move(job), g, chat_api, model_name,
-                                                  next_id.fetch_add(1), opt.timeout_s);
+                                                  next_id.fetch_add(1), opt.timeout_s, tools);
   // --timeout bounds the whole request (waiting for a slot included), not only each socket read.
   answer->start(Clock::now() + std::chrono::seconds(opt.timeout_s));
 }
@@ -467,8 +519,31 @@ void Server::Impl::install_routes() {
          require_model();
          const json body = parse_body(req.body);
          GenerationRequest g = parse_generation(body, true, vocab->size(), req.body);
-         std::vector<llm::Token> prompt = chat->prompt(chat_messages(body));
-         generate(req, reply, std::move(prompt), g, true);
+         // Tools reach the template (as `tools`) and the reply is read for calls in the template's
+         // syntax; "required" or a named function constrain the reply to one call.
+         const std::optional<ToolRequest> tools = parse_tools(body, req.body);
+         const bool use_tools = tools && tools->choice != ToolRequest::Choice::None;
+         nlohmann::ordered_json variables = nlohmann::ordered_json::object();
+         llm::ToolCallSyntax syntax = llm::ToolCallSyntax::None;
+         if (use_tools) {
+           syntax = chat->tool_syntax();
+           if (syntax == llm::ToolCallSyntax::None)
+             fail(
+                 400,
+                 "the model's chat template shows no tool call syntax this server reads (Hermes <tool_call>, "
+                 "Llama 3 JSON, Mistral [TOOL_CALLS]): its calls could not be returned as tool_calls",
+                 "unsupported_tools");
+           variables["tools"] = tools->tools;
+           if (auto grammar = tool_call_grammar(*tools, syntax)) {
+             if (g.params.grammar)
+               fail(400,
+                    "'tool_choice' that requires a call cannot be combined with response_format or a grammar",
+                    "invalid_value");
+             g.params.grammar = std::move(grammar);
+           }
+         }
+         std::vector<llm::Token> prompt = chat->prompt(chat_messages(body), variables);
+         generate(req, reply, std::move(prompt), g, true, syntax);
        }});
   routes.push_back({"/tokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
                       require_model();
