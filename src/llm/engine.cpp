@@ -277,8 +277,7 @@ void Engine::admit(std::vector<std::shared_ptr<Generation>>& dropped) {
     s.scope = s.job->params_.cache_scope;
     s.fed = reuse;
     s.next = kNoToken;
-    s.text.emplace(vocab_, s.job->params_.stop);
-    s.generated = 0;
+    s.rules.emplace(vocab_, s.job->params_.stop, s.job->params_.stop_at_eos, s.job->params_.max_tokens);
     std::unique_ptr<GrammarMatcher> matcher;
     if (s.job->params_.grammar) {
       if (!trie_) trie_ = std::make_shared<const VocabTrie>(vocab_);
@@ -311,49 +310,32 @@ void Engine::release(Slot& slot, FinishReason reason, const std::string& error) 
   slot.job->finish(reason, error);
   slot.job.reset();
   slot.sampler.reset();
-  slot.text.reset();
+  slot.rules.reset();
   slot.next = kNoToken;
 }
 
 bool Engine::accept_token(Slot& slot, Token token) {
-  const GenerationParams& p = slot.job->params_;
-  if (p.stop_at_eos && vocab_.is_end_of_generation(token)) {
-    slot.job->push(slot.text->finish());
-    release(slot, FinishReason::Stop);
+  GenerationRules::Step step;
+  try {
+    step = slot.rules->accept(token, *slot.sampler);
+  } catch (const Error& e) {  // a grammar that cannot go on
+    release(slot, FinishReason::Error, e.what());
     return true;
   }
-  ++slot.generated;
-  {
+  if (step.joined) {
     std::lock_guard jl(slot.job->mutex_);
-    slot.job->state_.completion_tokens = slot.generated;
+    slot.job->state_.completion_tokens = static_cast<int>(slot.rules->generated());
   }
-  slot.job->push(slot.text->push(token));
-  if (slot.text->stopped()) {
-    release(slot, FinishReason::Stop);
-    return true;
+  slot.job->push(step.text);
+  // A slot holds at most its share of the context: full, it ends as if at its limit.
+  if (!step.end && static_cast<int64_t>(slot.held.size()) >= slot_ctx_) step.end = GenerateEnd::Length;
+  if (!step.end) {
+    slot.next = token;
+    return false;
   }
-  // A grammar that is complete with nothing more allowed: the text is whole, stop here.
-  if (GrammarMatcher* g = slot.sampler->grammar()) {
-    bool whole = false;
-    try {
-      whole = g->only_end_of_generation();
-    } catch (const Error& e) {
-      release(slot, FinishReason::Error, e.what());
-      return true;
-    }
-    if (whole) {
-      slot.job->push(slot.text->finish());
-      release(slot, FinishReason::Stop);
-      return true;
-    }
-  }
-  if (slot.generated >= p.max_tokens || static_cast<int64_t>(slot.held.size()) >= slot_ctx_) {
-    slot.job->push(slot.text->finish());
-    release(slot, FinishReason::Length);
-    return true;
-  }
-  slot.next = token;
-  return false;
+  slot.job->push(slot.rules->finish());  // nothing after a stop string
+  release(slot, *step.end == GenerateEnd::Length ? FinishReason::Length : FinishReason::Stop);
+  return true;
 }
 
 void Engine::step() {

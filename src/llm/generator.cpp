@@ -75,7 +75,7 @@ GenerateResult Generator::generate(std::span<const Token> prompt, Sampler& sampl
 GenerateResult Generator::complete(Sampler& sampler, const GenerateOptions& options) {
   check(options);
   if (logits_.empty()) raise(ErrorCode::InvalidArgument, "complete: nothing was evaluated (prefill first)");
-  StopText text(vocab_, options.stop);
+  GenerationRules rules(vocab_, options.stop, options.stop_at_eos, options.max_tokens);
   GenerateResult r;
   const auto t_gen = std::chrono::steady_clock::now();
   KvCache& cache = session_.cache();
@@ -84,42 +84,59 @@ GenerateResult Generator::complete(Sampler& sampler, const GenerateOptions& opti
     if (!piece.empty() && options.on_text && !options.on_text(piece)) stopped_by_reader = true;
   };
   r.end = GenerateEnd::Length;
-  while (r.generated < static_cast<size_t>(options.max_tokens)) {
+  while (options.max_tokens > 0) {
     if (options.cancel != nullptr && options.cancel->load()) {
       r.end = GenerateEnd::Cancelled;
       break;
     }
     const Token next = sampler.sample(logits_);
-    if (options.stop_at_eos && vocab_.is_end_of_generation(next)) {
-      r.end = GenerateEnd::EndOfGeneration;
-      break;
-    }
-    ++r.generated;
-    if (options.on_token) options.on_token(next);
-    hand_out(text.push(next));
-    if (text.stopped()) {
-      r.end = GenerateEnd::Stop;
+    GenerationRules::Step step = rules.accept(next, sampler);
+    if (step.joined && options.on_token) options.on_token(next);
+    hand_out(step.text);
+    if (step.end) {
+      r.end = *step.end;
       break;
     }
     if (stopped_by_reader) {
       r.end = GenerateEnd::Cancelled;
       break;
     }
-    // Under a grammar whose text is complete, nothing but the end may follow.
-    if (sampler.grammar() != nullptr && sampler.grammar()->only_end_of_generation()) {
-      r.end = GenerateEnd::EndOfGeneration;
-      break;
-    }
-    if (r.generated >= static_cast<size_t>(options.max_tokens)) break;
     if (cache.used() >= cache.size()) {
       r.end = GenerateEnd::ContextFull;
       break;
     }
     decode(std::span<const Token>(&next, 1));
   }
-  if (r.end != GenerateEnd::Cancelled) hand_out(text.finish());
+  r.generated = rules.generated();
+  if (r.end != GenerateEnd::Cancelled) hand_out(rules.finish());
   r.generate_ms = ms_since(t_gen);
   return r;
+}
+
+GenerationRules::GenerationRules(const Vocab& vocab, std::vector<std::string> stop, bool stop_at_eos,
+                                 int max_tokens)
+    : vocab_(vocab), text_(vocab, std::move(stop)), stop_at_eos_(stop_at_eos) {
+  if (max_tokens < 0) raise(ErrorCode::InvalidArgument, "max_tokens is negative ({})", max_tokens);
+  max_tokens_ = static_cast<size_t>(max_tokens);
+}
+
+GenerationRules::Step GenerationRules::accept(Token token, const Sampler& sampler) {
+  Step step;
+  if (stop_at_eos_ && vocab_.is_end_of_generation(token)) {
+    step.end = GenerateEnd::EndOfGeneration;
+    return step;
+  }
+  step.joined = true;
+  ++generated_;
+  step.text = text_.push(token);
+  if (text_.stopped()) {
+    step.end = GenerateEnd::Stop;
+  } else if (sampler.grammar() != nullptr && sampler.grammar()->only_end_of_generation()) {
+    step.end = GenerateEnd::EndOfGeneration;  // the grammar's text is whole: nothing else may follow
+  } else if (generated_ >= max_tokens_) {
+    step.end = GenerateEnd::Length;
+  }
+  return step;
 }
 
 }  // namespace tessera::llm

@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include "tessera/llm/generator.h"
 #include "tessera/llm/grammar.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
-#include "tessera/llm/stop_text.h"
 #include "tessera/llm/vocab.h"
 #include "tessera/llm/vocab_trie.h"
 
@@ -159,10 +159,9 @@ class Engine {
     std::string scope;        // the cache_scope `held` was read under: only it may reuse them
     std::shared_ptr<Generation> job;
     std::unique_ptr<Sampler> sampler;
-    std::optional<StopText> text;  // the generated text: UTF-8 whole, cut at a stop string
-    size_t fed = 0;                // prompt tokens in the cache
-    Token next = kNoToken;         // sampled, to be decoded at the next step (generating when set)
-    int generated = 0;
+    std::optional<GenerationRules> rules;  // ends, stop strings and the settled text
+    size_t fed = 0;                        // prompt tokens in the cache
+    Token next = kNoToken;                 // sampled, to be decoded at the next step (generating when set)
   };
 
   void loop();

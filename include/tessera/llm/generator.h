@@ -2,10 +2,12 @@
 // One sequence of a Session generating text: a prompt's prefix that the sequence already holds is
 // reused and the rest evaluated, then tokens are sampled until an end-of-generation token, a stop
 // string, the token limit, a full context or a cancel. `tessera run`, `run -cnv` and the C API
-// generate through it. (The server's Engine steps many sequences in one batch; it shares StopText.)
+// generate through it. (The server's Engine steps many sequences in one batch; each of its slots
+// applies the same GenerationRules.)
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +16,7 @@
 #include "tessera/llm/batch.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
+#include "tessera/llm/stop_text.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::llm {
@@ -39,6 +42,35 @@ struct GenerateResult {
   size_t cached_tokens = 0;  // of the prompt, reused from what the sequence held
   size_t generated = 0;      // tokens sampled (an end-of-generation token not counted)
   double prompt_ms = 0.0, generate_ms = 0.0;
+};
+
+// The rules every generation applies to each sampled token, whoever decodes it: the Generator
+// here and every slot of the Engine (which decodes many sequences in one batch). An
+// end-of-generation token ends it (and is not text), the text settles through StopText (a stop
+// string ends it), a grammar that allows only the end ends it, and so does the token limit.
+class GenerationRules {
+ public:
+  struct Step {
+    bool joined = false;  // the token is part of the generation (not an ending end-of-generation token)
+    std::string text;     // the text it settles (whole UTF-8 characters, stop strings held back)
+    std::optional<GenerateEnd> end;  // the generation ends with this token
+  };
+  // Error(InvalidArgument) on an empty stop string or a negative max_tokens.
+  GenerationRules(const Vocab& vocab, std::vector<std::string> stop, bool stop_at_eos, int max_tokens);
+  // A token `sampler` just sampled (its grammar, if any, has accepted it). An Error of the grammar
+  // propagates.
+  Step accept(Token token, const Sampler& sampler);
+  // The text still held at the end (an incomplete UTF-8 tail, a possible stop's beginning);
+  // nothing after a stop string.
+  std::string finish() { return text_.finish(); }
+  size_t generated() const noexcept { return generated_; }
+
+ private:
+  const Vocab& vocab_;
+  StopText text_;
+  bool stop_at_eos_;
+  size_t max_tokens_;
+  size_t generated_ = 0;
 };
 
 class Generator {
