@@ -283,6 +283,14 @@ TESSERA_API tessera_status tessera_sampler_sample(tessera_sampler* sampler, cons
                                                   size_t n_vocab, int32_t* token);
 /* Adds a token (e.g. of the prompt) to the penalties' history. */
 TESSERA_API tessera_status tessera_sampler_accept(tessera_sampler* sampler, int32_t token);
+/* Constrains what the sampler picks to text a grammar allows: llama.cpp's GBNF (`gbnf`), or JSON
+ * valid against a JSON schema (`json_schema`, its text; "{}" for any JSON value). Exactly one of
+ * the two is non-NULL. The model gives the vocabulary the grammar is matched against. Call it
+ * before the first sample: it starts the sampler's history and grammar afresh. A grammar or schema
+ * that cannot be enforced is TESSERA_INVALID_ARGUMENT naming why (the sampler unchanged). Under a
+ * grammar, tessera_generate ends as soon as the text is complete. */
+TESSERA_API tessera_status tessera_sampler_set_grammar(tessera_sampler* sampler, const tessera_model* model,
+                                                       const char* gbnf, const char* json_schema);
 
 /* ---- Generation ---- */
 

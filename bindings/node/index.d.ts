@@ -59,6 +59,10 @@ export type LlamaCompletionOptions = {
   /** Stop strings (not part of the text). */
   stop?: string[]
   ignore_eos?: boolean
+  /** Constrain the text: a GBNF grammar, a JSON schema (object or text), or OpenAI's response_format (one of the three). */
+  grammar?: string
+  json_schema?: object | string
+  response_format?: { type: 'text' | 'json_object' | 'json_schema'; json_schema?: { name?: string; schema?: object; strict?: boolean } }
 }
 
 export type LlamaCompletionToken = {

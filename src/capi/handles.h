@@ -38,6 +38,7 @@ struct tessera_context {
 };
 
 struct tessera_sampler {
+  tessera::llm::SamplerOptions options;
   std::unique_ptr<tessera::llm::Sampler> sampler;
 };
 

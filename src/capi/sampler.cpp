@@ -2,6 +2,10 @@
 #include <fmt/format.h>
 
 #include "capi/handles.h"
+#include "tessera/llm/grammar.h"
+#include "tessera/llm/grammar_matcher.h"
+#include "tessera/llm/json_schema.h"
+#include "tessera/llm/vocab_trie.h"
 
 using tessera::capi::fail;
 using tessera::capi::guarded;
@@ -42,6 +46,7 @@ tessera_status tessera_sampler_new(const tessera_sampler_params* params, tessera
     o.seed = p.seed;
     auto out = std::make_unique<tessera_sampler>();
     out->sampler = std::make_unique<tessera::llm::Sampler>(o);  // refuses options out of range
+    out->options = o;
     *sampler = out.release();
   });
 }
@@ -64,6 +69,21 @@ tessera_status tessera_sampler_accept(tessera_sampler* sampler, int32_t token) {
     require(sampler, "sampler");
     if (token < 0) fail(TESSERA_INVALID_ARGUMENT, fmt::format("token {} is negative", token));
     sampler->sampler->accept(token);
+  });
+}
+
+tessera_status tessera_sampler_set_grammar(tessera_sampler* sampler, const tessera_model* model, const char* gbnf,
+                                           const char* json_schema) {
+  using namespace tessera::llm;
+  return guarded([&] {
+    require(sampler, "sampler");
+    require(model, "model");
+    if ((gbnf == nullptr) == (json_schema == nullptr))
+      fail(TESSERA_INVALID_ARGUMENT, "give exactly one of gbnf and json_schema");
+    std::shared_ptr<const Grammar> grammar =
+        Grammar::parse(gbnf != nullptr ? std::string(gbnf) : json_schema_to_gbnf(std::string_view(json_schema)));
+    auto matcher = std::make_unique<GrammarMatcher>(std::move(grammar), std::make_shared<const VocabTrie>(*model->vocab));
+    sampler->sampler = std::make_unique<Sampler>(sampler->options, std::move(matcher));
   });
 }
 

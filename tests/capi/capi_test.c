@@ -540,6 +540,51 @@ static void test_state(const tessera_model* m, const char* dir) {
   tessera_context_free(b);
 }
 
+static void test_grammar(const tessera_model* m) {
+  /* A sampler under a grammar: the greedy text is one the grammar allows, and the generation ends
+   * when it is complete. */
+  int32_t tokens[64];
+  const size_t n = tokenize(m, kPrompt, tokens, 64);
+  tessera_context_params cp = tessera_context_default_params();
+  cp.n_ctx = 256;
+  cp.n_threads = 1;
+  tessera_context* ctx = NULL;
+  CHECK_OK(tessera_context_new(m, &cp, &ctx));
+  tessera_sampler_params sp = tessera_sampler_default_params();
+  sp.temperature = 0.0f;
+  tessera_sampler* s = NULL;
+  CHECK_OK(tessera_sampler_new(&sp, &s));
+  CHECK(tessera_sampler_set_grammar(s, m, "root ::= (", NULL) == TESSERA_INVALID_ARGUMENT);
+  CHECK(tessera_sampler_set_grammar(s, m, NULL, NULL) == TESSERA_INVALID_ARGUMENT);
+  CHECK(tessera_sampler_set_grammar(s, m, NULL, "{\"type\": \"number\", \"multipleOf\": 2}") ==
+        TESSERA_INVALID_ARGUMENT);
+  CHECK(strstr(tessera_last_error(), "multipleOf") != NULL);
+  CHECK_OK(tessera_sampler_set_grammar(s, m, "root ::= (\" yes\" | \" no\") \".\"", NULL));
+  tessera_generate_params gp = tessera_generate_default_params();
+  gp.n_predict = 32;
+  gp.on_text = collect;
+  text_buffer out = {{0}, 0, 0, 0};
+  gp.user_data = &out;
+  tessera_generate_result r;
+  CHECK_OK(tessera_generate(ctx, s, tokens, n, &gp, &r));
+  CHECK(strcmp(out.data, " yes.") == 0 || strcmp(out.data, " no.") == 0);
+  CHECK(r.finish == TESSERA_FINISH_EOG);
+  /* A JSON schema: the text parses as what it asks for (an integer 1..3 in an object). */
+  tessera_sampler_free(s);
+  CHECK_OK(tessera_sampler_new(&sp, &s));
+  CHECK_OK(tessera_sampler_set_grammar(s, m, NULL,
+      "{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 2, 3]}}, \"required\": [\"n\"]}"));
+  text_buffer json = {{0}, 0, 0, 0};
+  gp.user_data = &json;
+  gp.n_predict = 64;
+  CHECK_OK(tessera_generate(ctx, s, tokens, n, &gp, &r));
+  CHECK(r.finish == TESSERA_FINISH_EOG);
+  CHECK(json.length > 0 && json.data[0] == '{' && json.data[json.length - 1] == '}');
+  CHECK(strstr(json.data, "\"n\"") != NULL);
+  tessera_sampler_free(s);
+  tessera_context_free(ctx);
+}
+
 typedef struct thread_job {
   const tessera_model* model;
   text_buffer text;
@@ -596,6 +641,7 @@ int main(int argc, char** argv) {
     test_batched_sequences(m);
     test_chat(m);
     test_embeddings(m);
+    test_grammar(m);
     test_two_threads(m);
     test_state(m, getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   }

@@ -149,6 +149,7 @@ class CompletionJob : public Job {
   int32_t n_predict = -1;
   std::vector<std::string> stops;
   bool ignore_eos = false;
+  std::optional<std::string> grammar, json_schema;  // at most one
   Napi::FunctionReference on_token;
 
   // Any thread: stop as soon as possible (before it starts: at once).
@@ -179,6 +180,9 @@ class CompletionJob : public Job {
     }
     SamplerGuard sampler;
     check(tessera_sampler_new(&sampling, &sampler.s));
+    if (grammar || json_schema)
+      check(tessera_sampler_set_grammar(sampler.s, model_, grammar ? grammar->c_str() : nullptr,
+                                        json_schema ? json_schema->c_str() : nullptr));
     std::vector<const char*> stop_ptrs;
     for (const std::string& s : stops) stop_ptrs.push_back(s.c_str());
     tessera_generate_params gp = tessera_generate_default_params();
@@ -509,7 +513,7 @@ Napi::Value ContextWrap::completion(const Napi::CallbackInfo& info) {
     const Options o(env, info[0], "completion",
                     {"prompt", "messages", "chat_template", "jinja", "n_predict", "temperature", "top_k",
                      "top_p", "min_p", "penalty_repeat", "penalty_last_n", "penalty_present", "penalty_freq",
-                     "seed", "stop", "ignore_eos"});
+                     "seed", "stop", "ignore_eos", "grammar", "json_schema", "response_format"});
     if (info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsNull() && !info[1].IsFunction())
       throw type_error(env, "completion: onToken must be a function");
     auto job = std::make_shared<CompletionJob>(env, loaded_->model, loaded_->context);
@@ -553,6 +557,32 @@ Napi::Value ContextWrap::completion(const Napi::CallbackInfo& info) {
       job->stops = std::move(*v);
     }
     if (auto v = o.boolean("ignore_eos")) job->ignore_eos = *v;
+    // Constrained output (tessera_sampler_set_grammar): a GBNF grammar, a JSON schema (an object or
+    // its text), or OpenAI's response_format {type: "json_object" | "json_schema", json_schema: {schema}}.
+    const auto json_text = [&](const Napi::Value& v) {
+      if (v.IsString()) return v.As<Napi::String>().Utf8Value();
+      const Napi::Object json = env.Global().Get("JSON").As<Napi::Object>();
+      return json.Get("stringify").As<Napi::Function>().Call(json, {v}).As<Napi::String>().Utf8Value();
+    };
+    int constraints = 0;
+    if (auto g = o.string("grammar")) job->grammar = *g, ++constraints;
+    if (o.has("json_schema")) job->json_schema = json_text(o.raw("json_schema")), ++constraints;
+    if (o.has("response_format")) {
+      const Napi::Value rf = o.raw("response_format");
+      const Napi::Value type = rf.IsObject() ? rf.As<Napi::Object>().Get("type") : env.Undefined();
+      const std::string kind = type.IsString() ? type.As<Napi::String>().Utf8Value() : "";
+      if (kind == "json_object") {
+        job->json_schema = "{\"type\": \"object\"}", ++constraints;
+      } else if (kind == "json_schema") {
+        const Napi::Value js = rf.As<Napi::Object>().Get("json_schema");
+        const Napi::Value schema = js.IsObject() ? js.As<Napi::Object>().Get("schema") : env.Undefined();
+        job->json_schema = schema.IsUndefined() ? "{}" : json_text(schema), ++constraints;
+      } else if (kind != "text") {
+        throw o.refuse("response_format", "must be {type: \"text\" | \"json_object\" | \"json_schema\"}");
+      }
+    }
+    if (constraints > 1)
+      throw o.refuse("grammar", "give at most one of grammar, json_schema and response_format");
     if (info.Length() > 1 && info[1].IsFunction())
       job->on_token = Napi::Persistent(info[1].As<Napi::Function>());
     completions_.push_back(job);

@@ -127,3 +127,20 @@ test('two contexts generate at once, each correct', { skip }, async () => {
     await Promise.all([c1.release(), c2.release()]);
   }
 });
+
+test('grammar, json_schema and response_format constrain the text', { skip }, async (t) => {
+  const ctx = await tessera.loadModel({ model, n_ctx: 512, n_threads: 1 });
+  t.after(() => ctx.release());
+  const yes = await ctx.completion({ prompt, n_predict: 32, temperature: 0, grammar: 'root ::= (" yes" | " no") "."' });
+  assert.ok([' yes.', ' no.'].includes(yes.text), yes.text);
+  assert.equal(yes.stopped_eos, true);  // the grammar's text is whole
+  const schema = { type: 'object', properties: { n: { enum: [1, 2, 3] } }, required: ['n'] };
+  for (const options of [{ json_schema: schema }, { json_schema: JSON.stringify(schema) },
+                         { response_format: { type: 'json_schema', json_schema: { schema } } }]) {
+    const r = await ctx.completion({ prompt, n_predict: 64, temperature: 0, ...options });
+    const doc = JSON.parse(r.text);
+    assert.ok([1, 2, 3].includes(doc.n), r.text);
+  }
+  const obj = await ctx.completion({ prompt, n_predict: 64, temperature: 0, response_format: { type: 'json_object' } });
+  if (obj.stopped_eos) assert.equal(typeof JSON.parse(obj.text), 'object');
+});

@@ -66,7 +66,10 @@ test('bad completion parameters reject by name', { skip }, async (t) => {
   const ctx = await tessera.loadModel({ model, n_ctx: 256, n_threads: 1 });
   t.after(() => ctx.release());
   const cases = [
-    [{ prompt, grammar: 'root ::= "a"' }, /option 'grammar' is not supported/],
+    [{ prompt, grammar: 'root ::= (' }, /TESSERA_INVALID_ARGUMENT|grammar/],
+    [{ prompt, grammar: 'root ::= "a"', json_schema: {} }, /at most one of grammar/],
+    [{ prompt, json_schema: { type: 'number', multipleOf: 2 } }, /multipleOf/],
+    [{ prompt, response_format: { type: 'xml' } }, /'response_format' must be/],
     [{ prompt, mirostat: 2 }, /option 'mirostat' is not supported/],
     [{ prompt, n_probs: 5 }, /option 'n_probs' is not supported/],
     [{ prompt, n_predict: -2 }, /'n_predict' must be in/],
