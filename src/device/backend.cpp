@@ -13,6 +13,7 @@ namespace tessera::device {
 namespace {
 
 constexpr int64_t kDefaultMinBatch = 32;
+constexpr size_t kMaxPrepared = 16;  // split shapes kept (as the scheduler's plans)
 
 int64_t env_min_batch() { return env_int_or("TESSERA_OFFLOAD_MIN_BATCH", kDefaultMinBatch, 0, INT64_MAX); }
 
@@ -81,6 +82,7 @@ DeviceBackend::DeviceBackend(Device& device, Runtime& runtime, int index, const 
   pinned.free = [&runtime, index](void* p) { runtime.host_free(index, p); };
   staging_ = std::make_unique<BestFitPool>(std::move(pinned));
   checkpoints_enabled_ = env_checkpoints();
+  if (checkpoints_enabled_) checkpoint_hook_ = [this](const Tensor& node) { checkpoint(node); };
 }
 
 DeviceBackend::~DeviceBackend() {
@@ -90,6 +92,7 @@ DeviceBackend::~DeviceBackend() {
     log(LogLevel::Warn,
         fmt::format("{}: error from async work dropped at destruction: {}", name(), e.what()));
   }
+  prepared_.clear();  // a library's captured graphs go before the stream
   checkpoints_.clear();
   spare_events_.clear();
   stream_.reset();  // no host function can touch the pools after this
@@ -118,7 +121,41 @@ void DeviceBackend::check_on_device(const Tensor& t, const char* what) const {
         name(), root.buffer != nullptr ? root.buffer->type().name() : std::string("no buffer"));
 }
 
-void DeviceBackend::compute(Graph& graph) {
+// The split's shape signature: per tensor the graph reads from outside (in order of first use)
+// its type, shape, strides and view source; per node its op, type, flags, shape, strides,
+// parameters and sources by position; the outputs. Never addresses or view offsets.
+DeviceBackend::Prepared& DeviceBackend::prepared_for(const Graph& graph, const SplitView& split) {
+  split_index_.build(graph);
+  const auto& nodes = split_index_.nodes();
+  const auto& leafs = split_index_.leafs();
+  key_.clear();
+  key_.add(static_cast<uint64_t>(nodes.size()) | static_cast<uint64_t>(leafs.size()) << 32);
+  auto add_shape = [&](const Tensor& t) {
+    for (int64_t n : t.ne) key_.add(static_cast<uint64_t>(n));
+    for (size_t n : t.nb) key_.add(n);
+  };
+  auto add_ref = [&](Ref r) { key_.add(static_cast<uint32_t>(r)); };
+  for (size_t j = 0; j < leafs.size(); ++j) {
+    key_.add(static_cast<uint64_t>(leafs[j]->type) | static_cast<uint64_t>(leafs[j]->flags) << 8);
+    add_shape(*leafs[j]);
+    add_ref(split_index_.leaf_view_src(j));
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Tensor& n = *nodes[i];
+    key_.add(static_cast<uint64_t>(n.op) | static_cast<uint64_t>(n.type) << 8 |
+             static_cast<uint64_t>(n.flags) << 16 | static_cast<uint64_t>(split.is_output(&n)) << 48);
+    add_shape(n);
+    if (!is_view_op(n.op))
+      for (int32_t p : n.params) key_.add(static_cast<uint32_t>(p));
+    for (int k = 0; k < static_cast<int>(GraphIndex::kSlots); ++k) add_ref(split_index_.src(i, k));
+  }
+  for (size_t i = 0; i < prepared_.size(); ++i)
+    if (prepared_[i]->key == key_) {
+      std::rotate(prepared_.begin(), prepared_.begin() + static_cast<std::ptrdiff_t>(i),
+                  prepared_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      return *prepared_.front();
+    }
+  // A new shape: every computed node must be supported before the library sees the split.
   for (Tensor* node : graph.nodes()) {
     if (node->op == Op::None || is_view_op(node->op) || node->nelements() == 0) continue;
     if (!ops_->supports(*node)) {
@@ -128,23 +165,45 @@ void DeviceBackend::compute(Graph& graph) {
       raise(ErrorCode::Unsupported, "{}: op {} is not supported for node {} (sources: {})", name(),
             op_name(node->op), node->describe(), types);
     }
+  }
+  auto p = std::make_unique<Prepared>();
+  p->key = key_;
+  p->exe = ops_->prepare(split);
+  ++stats_.prepared;
+  prepared_.insert(prepared_.begin(), std::move(p));
+  if (prepared_.size() > kMaxPrepared) prepared_.pop_back();
+  return *prepared_.front();
+}
+
+void DeviceBackend::compute(Graph& graph) {
+  const SplitView split{graph.nodes(), graph.outputs()};
+  Prepared& p = prepared_for(graph, split);
+  for (Tensor* node : graph.nodes()) {
+    if (node->op == Op::None || is_view_op(node->op) || node->nelements() == 0) continue;
     check_on_device(*node, "result");
     for (const Tensor* s : node->src)
       if (s != nullptr) check_on_device(*s, "source");
-    OpContext ctx;
-    ctx.runtime = runtime_;
-    ctx.device = index_;
-    ctx.stream = stream_.get();
-    ctx.pool = pool_.get();
-    ctx.staging = staging_.get();
-    ctx.node = node;
-    try {
-      ops_->run(ctx, *node);
-    } catch (const Error& e) {
-      throw Error(e.code(), fmt::format("{}: {}", label(*node), e.what()));
-    }
-    if (checkpoints_enabled_) checkpoint(*node);
   }
+  OpContext ctx;
+  ctx.runtime = runtime_;
+  ctx.device = index_;
+  ctx.stream = stream_.get();
+  ctx.pool = pool_.get();
+  ctx.staging = staging_.get();
+  ctx.enqueued = checkpoints_enabled_ ? &checkpoint_hook_ : nullptr;
+  stats_.fused_nodes = p.exe->fused_nodes();
+  // The first run launches; the first repeat of the shape may capture; later repeats replay.
+  if (p.captured) {
+    p.exe->replay(ctx, split);
+    ++stats_.replayed;
+  } else if (p.runs == 1 && p.exe->capture(ctx, split)) {
+    p.captured = true;
+    ++stats_.captured;
+  } else {
+    p.exe->launch(ctx, split);
+    ++stats_.launched;
+  }
+  ++p.runs;
 }
 
 void DeviceBackend::checkpoint(const Tensor& node) {

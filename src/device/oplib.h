@@ -3,12 +3,17 @@
 // One entry per op (supports + run); a runtime fills the table one op family at a time
 // (src/<runtime>/ops/<family>.cpp). Entries enqueue work on the context's stream and return
 // without waiting; node memory and source memory are device addresses on the context's device.
+// A DeviceBackend hands the library whole splits: prepare() turns one into an Executable (the
+// default launches the entries node by node; a library may override it to fuse chains, and its
+// executables may capture and replay graphs; executable.h).
 // The library also declares the weight format its kernels read (device buffers store weights in it).
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "device/executable.h"
 #include "device/layout.h"
 #include "device/pool.h"
 #include "device/runtime.h"
@@ -25,6 +30,8 @@ struct OpContext {
   ScratchPool* pool = nullptr;     // op temporaries: Scratch s(*ctx.pool, bytes)
   ScratchPool* staging = nullptr;  // pinned host memory (check_async's copies)
   const Tensor* node = nullptr;
+  // The backend's hook, called once each node's work is enqueued (per-node checkpoints), or null.
+  const std::function<void(const Tensor&)>* enqueued = nullptr;
 
   // Copies `size` (<= 64) bytes at device address src once the work enqueued so far is done and
   // calls check(host copy) on the host, without blocking. An Error check throws surfaces at the
@@ -47,6 +54,13 @@ struct OpEntry {
 class OpLibrary {
  public:
   virtual ~OpLibrary() = default;
+  // Prepares a split whose computed nodes this library supports into an executable, once per
+  // shape (the backend caches it). The default launches the entries node by node.
+  virtual std::unique_ptr<Executable> prepare(const SplitView& split) const;
+  // Enqueues one node through its entry with ctx.node set to it, names errors after the node and
+  // calls ctx.enqueued: what executables do for a node they do not fuse.
+  void launch_node(const OpContext& ctx, Tensor& node) const;
+
   bool supports(const Tensor& node) const {
     const int i = static_cast<int>(node.op);
     if (i < 0 || i >= kOpCount) return false;
