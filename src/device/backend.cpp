@@ -5,7 +5,6 @@
 
 #include "core/check.h"
 #include "core/env.h"
-#include "device/layout.h"
 #include "tessera/log.h"
 #include "tessera/op_batch.h"
 
@@ -26,9 +25,7 @@ void check_range(const Tensor& t, size_t offset, size_t size, const char* what) 
           offset + size, t.describe(), t.nbytes());
 }
 
-char* root_data(const Tensor& t) {
-  return static_cast<char*>(t.view_src != nullptr ? t.view_src->data : t.data);
-}
+char* root_data(const Tensor& t) { return static_cast<char*>(layout_root(t).data); }
 
 bool in_host_memory(const Tensor& t) {
   const Tensor& root = t.view_src != nullptr ? *t.view_src : t;
@@ -260,19 +257,33 @@ void DeviceBackend::set_async(Tensor& t, const void* src, size_t offset, size_t 
     return;
   }
   check_on_device(t, "tensor");
-  if (!ops_->weight_format().split(t.type)) {
+  const WeightLayout& layout = ops_->weight_layout();
+  const Tensor& root = layout_root(t);
+  if (!layout.encodes(root)) {
     runtime_->copy_h2d_async(*stream_, static_cast<char*>(t.data) + offset, src, size);
     return;
   }
-  // Re-lay into pinned staging now; the stream uploads it and gives the staging back.
-  const LayoutRange r = layout_range(t, offset, size);
-  const size_t bytes = r.quant_size + r.scale_size;
+  // Encode into pinned staging now; the stream uploads it and gives the staging back.
+  const size_t start = offset_in_root(t, offset, size);
+  const auto spans = layout.spans(root, start, size);
+  const size_t bytes = span_bytes(spans);
   char* host = static_cast<char*>(staging_->allocate(bytes));
   try {
-    to_device_layout(t.type, src, r.nblocks, host, host + r.quant_size);
     char* base = root_data(t);
-    runtime_->copy_h2d_async(*stream_, base + r.quant_offset, host, r.quant_size);
-    runtime_->copy_h2d_async(*stream_, base + r.scale_offset, host + r.quant_size, r.scale_size);
+    size_t pos = 0;
+    if (!layout.encode_fills_spans()) {  // the spans' other bytes: read them first, in order
+      for (const ImageSpan& sp : spans) {
+        runtime_->copy_d2h_async(*stream_, host + pos, base + sp.offset, sp.size);
+        pos += sp.size;
+      }
+      runtime_->stream_synchronize(*stream_);
+    }
+    layout.encode(root, start, size, src, ImageWindow(spans, host));
+    pos = 0;
+    for (const ImageSpan& sp : spans) {
+      runtime_->copy_h2d_async(*stream_, base + sp.offset, host + pos, sp.size);
+      pos += sp.size;
+    }
   } catch (...) {
     drain();  // an enqueued piece may still read the staging
     staging_->release(host, bytes);
@@ -289,29 +300,36 @@ void DeviceBackend::get_async(const Tensor& t, void* dst, size_t offset, size_t 
     return;
   }
   check_on_device(t, "tensor");
-  if (!ops_->weight_format().split(t.type)) {
+  const WeightLayout& layout = ops_->weight_layout();
+  const Tensor& root = layout_root(t);
+  if (!layout.encodes(root)) {
     runtime_->copy_d2h_async(*stream_, dst, static_cast<const char*>(t.data) + offset, size);
     return;
   }
-  // Download into pinned staging; a host function converts it into dst in stream order.
-  const LayoutRange r = layout_range(t, offset, size);
-  const size_t bytes = r.quant_size + r.scale_size;
+  // Download into pinned staging; a host function decodes it into dst in stream order.
+  const size_t start = offset_in_root(t, offset, size);
+  auto spans = std::make_shared<std::vector<ImageSpan>>(layout.spans(root, start, size));
+  const size_t bytes = span_bytes(*spans);
   char* host = static_cast<char*>(staging_->allocate(bytes));
   try {
     const char* base = root_data(t);
-    runtime_->copy_d2h_async(*stream_, host, base + r.quant_offset, r.quant_size);
-    runtime_->copy_d2h_async(*stream_, host + r.quant_size, base + r.scale_offset, r.scale_size);
+    size_t pos = 0;
+    for (const ImageSpan& sp : *spans) {
+      runtime_->copy_d2h_async(*stream_, host + pos, base + sp.offset, sp.size);
+      pos += sp.size;
+    }
   } catch (...) {
     drain();
     staging_->release(host, bytes);
     throw;
   }
   ScratchPool* pool = staging_.get();
-  const DType type = t.type;
-  const int64_t nblocks = r.nblocks;
-  const size_t qsize = r.quant_size;
+  // The root's descriptor as it is now: the caller may drop its tensors before the stream runs.
+  auto desc = std::make_shared<Tensor>(root);
+  desc->src = {};
+  const WeightLayout* lp = &layout;
   host_func(nullptr, [=] {
-    from_device_layout(type, host, host + qsize, nblocks, dst);
+    lp->decode(*desc, start, size, ImageWindow(*spans, host), dst);
     pool->release(host, bytes);
   });
 }
@@ -328,7 +346,7 @@ bool DeviceBackend::copy_async(const Tensor& src, Tensor& dst) {
   }
   const DeviceBuffer* from = device_buffer_of(src);
   if (from == nullptr || &from->runtime() != runtime_) return false;
-  if (ops_->weight_format().split(src.type) && (src.view_src != nullptr || dst.view_src != nullptr))
+  if (ops_->weight_layout().encodes(layout_root(src)) && (src.view_src != nullptr || dst.view_src != nullptr))
     return false;
   const int sdev = from->device_index();
   if (sdev != index_ && !runtime_->can_access_peer(index_, sdev)) return false;

@@ -6,15 +6,16 @@
 // A DeviceBackend hands the library whole splits: prepare() turns one into an Executable (the
 // default launches the entries node by node; a library may override it to fuse chains, and its
 // executables may capture and replay graphs; executable.h).
-// The library also declares the weight format its kernels read (device buffers store weights in it).
+// The library also owns the weight layout its kernels read (backend/weight_layout.h; device buffers
+// store weights in it).
 #include <array>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "backend/weight_layout.h"
 #include "device/executable.h"
-#include "device/layout.h"
 #include "device/pool.h"
 #include "device/runtime.h"
 #include "tessera/op_types.h"
@@ -72,13 +73,14 @@ class OpLibrary {
   void run(const OpContext& ctx, Tensor& node) const { table_[static_cast<size_t>(node.op)].run(ctx, node); }
   void set(Op op, OpEntry entry) { table_[static_cast<size_t>(op)] = entry; }
 
-  // How the kernels read weights (native ggml blocks unless the library says otherwise).
-  const WeightFormat& weight_format() const noexcept { return format_; }
-  void set_weight_format(const WeightFormat& format) noexcept { format_ = format; }
+  // How the kernels read weights: ggml's bytes (native_layout()) unless the library sets a layout
+  // of its own, which it then owns (set it before devices are made from the library).
+  const WeightLayout& weight_layout() const noexcept { return layout_ ? *layout_ : native_layout(); }
+  void set_weight_layout(std::shared_ptr<const WeightLayout> layout) noexcept { layout_ = std::move(layout); }
 
  private:
   std::array<OpEntry, kOpCount> table_{};
-  WeightFormat format_ = WeightFormat::native();
+  std::shared_ptr<const WeightLayout> layout_;
 };
 
 }  // namespace tessera::device

@@ -123,7 +123,6 @@ class HostOpLibrary final : public device::OpLibrary {
 
 std::shared_ptr<const device::OpLibrary> make_op_library() {
   auto lib = std::make_shared<HostOpLibrary>();
-  lib->set_weight_format(device::WeightFormat::native());
   for (int i = 0; i < kOpCount; ++i) lib->set(static_cast<Op>(i), {&supports, &run});
   return lib;
 }
