@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "backend/weight_layout.h"
 #include "core/check.h"
 #include "tessera/buffer.h"
 #include "tessera/cpu.h"
@@ -36,18 +37,19 @@ void check_blocks(const Tensor& t, size_t offset, size_t size, const char* what)
           offset + size, t.describe(), bb);
 }
 
-// Where block j of interleaved row r starts in the layout, and that row's lane in it.
-inline char* group_block(char* base, const Geometry& g, int64_t r, int64_t j) {
-  return base + static_cast<size_t>(r / kInterleaveRows) * kInterleaveRows * g.row_bytes +
+// Where block j of interleaved row r starts in the layout (from the tensor's start).
+inline size_t group_block(const Geometry& g, int64_t r, int64_t j) {
+  return static_cast<size_t>(r / kInterleaveRows) * kInterleaveRows * g.row_bytes +
          static_cast<size_t>(j) * kInterleaveRows * g.block_bytes;
 }
 
 bool is_half(DType type) noexcept { return type == DType::F16 || type == DType::BF16; }
 
-// F16 / BF16: bytes [offset, offset + size) of t's ggml image from `from` (those bytes) into the
-// layout at `to` (into_layout), or from the layout at `from` to `to`. One copy per piece
-// (kHalfPiece elements of a row); a range may begin or end inside one, at any whole element.
-void copy_halves(const Tensor& t, const char* from, size_t offset, size_t size, char* to, bool into_layout) {
+// F16 / BF16: bytes [offset, offset + size) of t's ggml image (at `bytes`) into the layout through
+// `image` (into_layout), or from the layout into `bytes`. One copy per piece (kHalfPiece elements
+// of a row); a range may begin or end inside one, at any whole element.
+void copy_halves(const Tensor& t, char* bytes, size_t offset, size_t size, const ImageWindow& image,
+                 bool into_layout) {
   if (offset % 2 != 0 || size % 2 != 0)
     raise(ErrorCode::InvalidArgument, "{}: bytes [{}, {}) of {} split its 2-byte elements",
           into_layout ? "to_interleaved" : "from_interleaved", offset, offset + size, t.describe());
@@ -56,9 +58,9 @@ void copy_halves(const Tensor& t, const char* from, size_t offset, size_t size, 
   // n bytes at layout_at in the layout <-> at image_at in the caller's bytes.
   const auto copy = [&](size_t layout_at, size_t image_at, size_t n) {
     if (into_layout)
-      std::memcpy(to + layout_at, from + image_at, n);
+      std::memcpy(image.at(layout_at), bytes + image_at, n);
     else
-      std::memcpy(to + image_at, from + layout_at, n);
+      std::memcpy(bytes + image_at, image.at(layout_at), n);
   };
   for (size_t o = offset, end = offset + size; o < end;) {
     if (o >= grouped) {  // rows after the last group: ggml's image
@@ -73,20 +75,6 @@ void copy_halves(const Tensor& t, const char* from, size_t offset, size_t size, 
          o - offset, n);
     o += n;
   }
-}
-
-const Tensor& root_of(const Tensor& t) {
-  const Tensor* r = &t;
-  while (r->view_src != nullptr) r = r->view_src;
-  return *r;
-}
-
-size_t offset_in_root(const Tensor& t, size_t offset, size_t size) {
-  const Tensor& root = root_of(t);
-  if (&root != &t && !t.is_contiguous())
-    raise(ErrorCode::Unsupported, "CPU: bytes [{}, {}) of the strided view {} of interleaved weights", offset,
-          offset + size, t.describe());
-  return static_cast<size_t>(static_cast<const char*>(t.data) - static_cast<const char*>(root.data)) + offset;
 }
 
 constexpr size_t kHugePage = size_t{2} << 20;
@@ -107,20 +95,22 @@ class InterleavedBuffer final : public Buffer {
   void* base() const override { return memory_; }
   // A view is a byte range of its root's ggml image (when contiguous), which the root's layout maps.
   void set(Tensor& t, const void* src, size_t offset, size_t size) override {
-    const Tensor& root = root_of(t);
-    if (interleaved_rows(root) == 0) {
+    const Tensor& root = layout_root(t);
+    if (!interleaved_layout().encodes(root)) {
       std::memcpy(static_cast<char*>(t.data) + offset, src, size);
       return;
     }
-    to_interleaved(root, src, offset_in_root(t, offset, size), size, root.data);
+    interleaved_layout().encode(root, offset_in_root(t, offset, size), size, src,
+                                ImageWindow::whole(static_cast<char*>(root.data)));
   }
   void get(const Tensor& t, void* dst, size_t offset, size_t size) const override {
-    const Tensor& root = root_of(t);
-    if (interleaved_rows(root) == 0) {
+    const Tensor& root = layout_root(t);
+    if (!interleaved_layout().encodes(root)) {
       std::memcpy(dst, static_cast<const char*>(t.data) + offset, size);
       return;
     }
-    from_interleaved(root, root.data, offset_in_root(t, offset, size), size, dst);
+    interleaved_layout().decode(root, offset_in_root(t, offset, size), size,
+                                ImageWindow::whole(static_cast<char*>(root.data)), dst);
   }
   void clear(uint8_t value) override { std::memset(memory_, value, size()); }
 
@@ -154,22 +144,21 @@ int64_t interleaved_rows(const Tensor& t) noexcept {
   return t.ne[1] / kInterleaveRows * kInterleaveRows;
 }
 
-void to_interleaved(const Tensor& t, const void* src, size_t offset, size_t size, void* base) {
-  if (is_half(t.type))
-    return copy_halves(t, static_cast<const char*>(src), offset, size, static_cast<char*>(base), true);
+namespace {
+
+// Bytes [offset, offset + size) of t's ggml image (whole blocks) into / out of its layout.
+void encode_blocks(const Tensor& t, const char* in, size_t offset, size_t size, const ImageWindow& image) {
   check_blocks(t, offset, size, "to_interleaved");
   const Geometry g = geometry(t);
-  const auto* in = static_cast<const char*>(src);
-  auto* out = static_cast<char*>(base);
   for (size_t o = 0; o < size; o += g.block_bytes) {
     const int64_t b = static_cast<int64_t>((offset + o) / g.block_bytes);
     const int64_t r = b / g.blocks_per_row, j = b % g.blocks_per_row;
     const char* blk = in + o;
     if (r >= g.rows) {
-      std::memcpy(out + offset + o, blk, g.block_bytes);
+      std::memcpy(image.at(offset + o), blk, g.block_bytes);
       continue;
     }
-    char* at = group_block(out, g, r, j);
+    char* at = image.at(group_block(g, r, j));
     const size_t lane = static_cast<size_t>(r % kInterleaveRows);
     std::memcpy(at + 2 * lane, blk, 2);
     for (size_t v = 0; v < g.words; ++v)
@@ -177,22 +166,18 @@ void to_interleaved(const Tensor& t, const void* src, size_t offset, size_t size
   }
 }
 
-void from_interleaved(const Tensor& t, const void* base, size_t offset, size_t size, void* dst) {
-  if (is_half(t.type))
-    return copy_halves(t, static_cast<const char*>(base), offset, size, static_cast<char*>(dst), false);
+void decode_blocks(const Tensor& t, const ImageWindow& image, size_t offset, size_t size, char* out) {
   check_blocks(t, offset, size, "from_interleaved");
   const Geometry g = geometry(t);
-  auto* in = const_cast<char*>(static_cast<const char*>(base));
-  auto* out = static_cast<char*>(dst);
   for (size_t o = 0; o < size; o += g.block_bytes) {
     const int64_t b = static_cast<int64_t>((offset + o) / g.block_bytes);
     const int64_t r = b / g.blocks_per_row, j = b % g.blocks_per_row;
     char* blk = out + o;
     if (r >= g.rows) {
-      std::memcpy(blk, in + offset + o, g.block_bytes);
+      std::memcpy(blk, image.at(offset + o), g.block_bytes);
       continue;
     }
-    const char* at = group_block(in, g, r, j);
+    const char* at = image.at(group_block(g, r, j));
     const size_t lane = static_cast<size_t>(r % kInterleaveRows);
     std::memcpy(blk, at + 2 * lane, 2);
     for (size_t v = 0; v < g.words; ++v)
@@ -200,11 +185,62 @@ void from_interleaved(const Tensor& t, const void* base, size_t offset, size_t s
   }
 }
 
+// The layout as a WeightLayout: what the interleaved buffer stores, through the same interface as
+// the device layer's buffers use.
+class InterleavedLayout final : public WeightLayout {
+ public:
+  std::string name() const override { return "CPU interleaved by 8 rows"; }
+  bool encodes(const Tensor& root) const override { return interleaved_rows(root) > 0; }
+  size_t unit(const Tensor& root) const override {
+    return is_half(root.type) ? 2 : traits(root.type).block_bytes;
+  }
+  // The whole groups of 8 rows the range touches (a group's rows share its bytes), and the range
+  // itself past the last group.
+  std::vector<ImageSpan> spans(const Tensor& root, size_t offset, size_t size) const override {
+    if (size == 0 || !encodes(root)) return {{offset, size}};
+    const size_t group_bytes = kInterleaveRows * root.row_size();
+    const size_t grouped = static_cast<size_t>(interleaved_rows(root)) * root.row_size();
+    const size_t end = offset + size;
+    const size_t begin = offset < grouped ? offset / group_bytes * group_bytes : offset;
+    const size_t stop =
+        end > grouped ? end : std::min(grouped, (end - 1) / group_bytes * group_bytes + group_bytes);
+    return {{begin, stop - begin}};
+  }
+  bool encode_fills_spans() const override { return false; }
+  void encode(const Tensor& root, size_t offset, size_t size, const void* ggml,
+              const ImageWindow& image) const override {
+    auto* in = const_cast<char*>(static_cast<const char*>(ggml));
+    if (is_half(root.type)) return copy_halves(root, in, offset, size, image, true);
+    encode_blocks(root, in, offset, size, image);
+  }
+  void decode(const Tensor& root, size_t offset, size_t size, const ImageWindow& image,
+              void* ggml) const override {
+    if (is_half(root.type)) return copy_halves(root, static_cast<char*>(ggml), offset, size, image, false);
+    decode_blocks(root, image, offset, size, static_cast<char*>(ggml));
+  }
+};
+
+}  // namespace
+
+const WeightLayout& interleaved_layout() {
+  static const InterleavedLayout layout;
+  return layout;
+}
+
+void to_interleaved(const Tensor& t, const void* src, size_t offset, size_t size, void* base) {
+  interleaved_layout().encode(t, offset, size, src, ImageWindow::whole(static_cast<char*>(base)));
+}
+
+void from_interleaved(const Tensor& t, const void* base, size_t offset, size_t size, void* dst) {
+  interleaved_layout().decode(t, offset, size,
+                              ImageWindow::whole(const_cast<char*>(static_cast<const char*>(base))), dst);
+}
+
 bool is_interleaved(const Tensor& t) noexcept {
   return t.buffer != nullptr && &t.buffer->type() == &interleaved_buffer_type() && interleaved_rows(t) > 0;
 }
 
-bool in_interleaved_layout(const Tensor& t) noexcept { return is_interleaved(root_of(t)); }
+bool in_interleaved_layout(const Tensor& t) noexcept { return is_interleaved(layout_root(t)); }
 
 BufferType& interleaved_buffer_type() {
   static InterleavedBufferType type;

@@ -12,11 +12,16 @@
 // (elements 8j..8j + 7) of row l of a group is at byte 128j + 16l of the group: the same 8-lane
 // loads as from ggml's rows, one stream instead of eight.
 // Rows after the last whole group stay in ggml's blocks at their usual offsets. Same size as
-// ggml's image; exact inverses.
+// ggml's image; exact inverses. The layout is a WeightLayout (backend/weight_layout.h), the
+// interface device buffers use too; the interleaved buffer type stores through it.
 #include <cstddef>
 #include <cstdint>
 
 #include "tessera/tensor.h"
+
+namespace tessera {
+class WeightLayout;
+}
 
 namespace tessera::cpu {
 
@@ -36,6 +41,9 @@ bool has_interleaved_layout(DType type) noexcept;
 // Rows of t that the layout interleaves (whole groups of 8); 0 for tensors it leaves in ggml's
 // blocks: other types, views, tensors that are not 2-D and contiguous, fewer than 8 rows.
 int64_t interleaved_rows(const Tensor& t) noexcept;
+
+// The interleaved layout: encodes exactly the tensors interleaved_rows() says.
+const WeightLayout& interleaved_layout();
 
 // Bytes [offset, offset + size) of t's ggml image (whole blocks) into / out of its layout at base.
 void to_interleaved(const Tensor& t, const void* src, size_t offset, size_t size, void* base);

@@ -5,7 +5,6 @@
 
 #include "core/check.h"
 #include "core/env.h"
-#include "device/layout.h"
 #include "tessera/log.h"
 #include "tessera/op_batch.h"
 
@@ -13,6 +12,7 @@ namespace tessera::device {
 namespace {
 
 constexpr int64_t kDefaultMinBatch = 32;
+constexpr size_t kMaxPrepared = 16;  // split shapes kept (as the scheduler's plans)
 
 int64_t env_min_batch() { return env_int_or("TESSERA_OFFLOAD_MIN_BATCH", kDefaultMinBatch, 0, INT64_MAX); }
 
@@ -25,9 +25,7 @@ void check_range(const Tensor& t, size_t offset, size_t size, const char* what) 
           offset + size, t.describe(), t.nbytes());
 }
 
-char* root_data(const Tensor& t) {
-  return static_cast<char*>(t.view_src != nullptr ? t.view_src->data : t.data);
-}
+char* root_data(const Tensor& t) { return static_cast<char*>(layout_root(t).data); }
 
 bool in_host_memory(const Tensor& t) {
   const Tensor& root = t.view_src != nullptr ? *t.view_src : t;
@@ -81,6 +79,7 @@ DeviceBackend::DeviceBackend(Device& device, Runtime& runtime, int index, const 
   pinned.free = [&runtime, index](void* p) { runtime.host_free(index, p); };
   staging_ = std::make_unique<BestFitPool>(std::move(pinned));
   checkpoints_enabled_ = env_checkpoints();
+  if (checkpoints_enabled_) checkpoint_hook_ = [this](const Tensor& node) { checkpoint(node); };
 }
 
 DeviceBackend::~DeviceBackend() {
@@ -90,6 +89,7 @@ DeviceBackend::~DeviceBackend() {
     log(LogLevel::Warn,
         fmt::format("{}: error from async work dropped at destruction: {}", name(), e.what()));
   }
+  prepared_.clear();  // a library's captured graphs go before the stream
   checkpoints_.clear();
   spare_events_.clear();
   stream_.reset();  // no host function can touch the pools after this
@@ -118,7 +118,41 @@ void DeviceBackend::check_on_device(const Tensor& t, const char* what) const {
         name(), root.buffer != nullptr ? root.buffer->type().name() : std::string("no buffer"));
 }
 
-void DeviceBackend::compute(Graph& graph) {
+// The split's shape signature: per tensor the graph reads from outside (in order of first use)
+// its type, shape, strides and view source; per node its op, type, flags, shape, strides,
+// parameters and sources by position; the outputs. Never addresses or view offsets.
+DeviceBackend::Prepared& DeviceBackend::prepared_for(const Graph& graph, const SplitView& split) {
+  split_index_.build(graph);
+  const auto& nodes = split_index_.nodes();
+  const auto& leafs = split_index_.leafs();
+  key_.clear();
+  key_.add(static_cast<uint64_t>(nodes.size()) | static_cast<uint64_t>(leafs.size()) << 32);
+  auto add_shape = [&](const Tensor& t) {
+    for (int64_t n : t.ne) key_.add(static_cast<uint64_t>(n));
+    for (size_t n : t.nb) key_.add(n);
+  };
+  auto add_ref = [&](Ref r) { key_.add(static_cast<uint32_t>(r)); };
+  for (size_t j = 0; j < leafs.size(); ++j) {
+    key_.add(static_cast<uint64_t>(leafs[j]->type) | static_cast<uint64_t>(leafs[j]->flags) << 8);
+    add_shape(*leafs[j]);
+    add_ref(split_index_.leaf_view_src(j));
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Tensor& n = *nodes[i];
+    key_.add(static_cast<uint64_t>(n.op) | static_cast<uint64_t>(n.type) << 8 |
+             static_cast<uint64_t>(n.flags) << 16 | static_cast<uint64_t>(split.is_output(&n)) << 48);
+    add_shape(n);
+    if (!is_view_op(n.op))
+      for (int32_t p : n.params) key_.add(static_cast<uint32_t>(p));
+    for (int k = 0; k < static_cast<int>(GraphIndex::kSlots); ++k) add_ref(split_index_.src(i, k));
+  }
+  for (size_t i = 0; i < prepared_.size(); ++i)
+    if (prepared_[i]->key == key_) {
+      std::rotate(prepared_.begin(), prepared_.begin() + static_cast<std::ptrdiff_t>(i),
+                  prepared_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      return *prepared_.front();
+    }
+  // A new shape: every computed node must be supported before the library sees the split.
   for (Tensor* node : graph.nodes()) {
     if (node->op == Op::None || is_view_op(node->op) || node->nelements() == 0) continue;
     if (!ops_->supports(*node)) {
@@ -128,23 +162,45 @@ void DeviceBackend::compute(Graph& graph) {
       raise(ErrorCode::Unsupported, "{}: op {} is not supported for node {} (sources: {})", name(),
             op_name(node->op), node->describe(), types);
     }
+  }
+  auto p = std::make_unique<Prepared>();
+  p->key = key_;
+  p->exe = ops_->prepare(split);
+  ++stats_.prepared;
+  prepared_.insert(prepared_.begin(), std::move(p));
+  if (prepared_.size() > kMaxPrepared) prepared_.pop_back();
+  return *prepared_.front();
+}
+
+void DeviceBackend::compute(Graph& graph) {
+  const SplitView split{graph.nodes(), graph.outputs()};
+  Prepared& p = prepared_for(graph, split);
+  for (Tensor* node : graph.nodes()) {
+    if (node->op == Op::None || is_view_op(node->op) || node->nelements() == 0) continue;
     check_on_device(*node, "result");
     for (const Tensor* s : node->src)
       if (s != nullptr) check_on_device(*s, "source");
-    OpContext ctx;
-    ctx.runtime = runtime_;
-    ctx.device = index_;
-    ctx.stream = stream_.get();
-    ctx.pool = pool_.get();
-    ctx.staging = staging_.get();
-    ctx.node = node;
-    try {
-      ops_->run(ctx, *node);
-    } catch (const Error& e) {
-      throw Error(e.code(), fmt::format("{}: {}", label(*node), e.what()));
-    }
-    if (checkpoints_enabled_) checkpoint(*node);
   }
+  OpContext ctx;
+  ctx.runtime = runtime_;
+  ctx.device = index_;
+  ctx.stream = stream_.get();
+  ctx.pool = pool_.get();
+  ctx.staging = staging_.get();
+  ctx.enqueued = checkpoints_enabled_ ? &checkpoint_hook_ : nullptr;
+  stats_.fused_nodes = p.exe->fused_nodes();
+  // The first run launches; the first repeat of the shape may capture; later repeats replay.
+  if (p.captured) {
+    p.exe->replay(ctx, split);
+    ++stats_.replayed;
+  } else if (p.runs == 1 && p.exe->capture(ctx, split)) {
+    p.captured = true;
+    ++stats_.captured;
+  } else {
+    p.exe->launch(ctx, split);
+    ++stats_.launched;
+  }
+  ++p.runs;
 }
 
 void DeviceBackend::checkpoint(const Tensor& node) {
@@ -201,19 +257,33 @@ void DeviceBackend::set_async(Tensor& t, const void* src, size_t offset, size_t 
     return;
   }
   check_on_device(t, "tensor");
-  if (!ops_->weight_format().split(t.type)) {
+  const WeightLayout& layout = ops_->weight_layout();
+  const Tensor& root = layout_root(t);
+  if (!layout.encodes(root)) {
     runtime_->copy_h2d_async(*stream_, static_cast<char*>(t.data) + offset, src, size);
     return;
   }
-  // Re-lay into pinned staging now; the stream uploads it and gives the staging back.
-  const LayoutRange r = layout_range(t, offset, size);
-  const size_t bytes = r.quant_size + r.scale_size;
+  // Encode into pinned staging now; the stream uploads it and gives the staging back.
+  const size_t start = offset_in_root(t, offset, size);
+  const auto spans = layout.spans(root, start, size);
+  const size_t bytes = span_bytes(spans);
   char* host = static_cast<char*>(staging_->allocate(bytes));
   try {
-    to_device_layout(t.type, src, r.nblocks, host, host + r.quant_size);
     char* base = root_data(t);
-    runtime_->copy_h2d_async(*stream_, base + r.quant_offset, host, r.quant_size);
-    runtime_->copy_h2d_async(*stream_, base + r.scale_offset, host + r.quant_size, r.scale_size);
+    size_t pos = 0;
+    if (!layout.encode_fills_spans()) {  // the spans' other bytes: read them first, in order
+      for (const ImageSpan& sp : spans) {
+        runtime_->copy_d2h_async(*stream_, host + pos, base + sp.offset, sp.size);
+        pos += sp.size;
+      }
+      runtime_->stream_synchronize(*stream_);
+    }
+    layout.encode(root, start, size, src, ImageWindow(spans, host));
+    pos = 0;
+    for (const ImageSpan& sp : spans) {
+      runtime_->copy_h2d_async(*stream_, base + sp.offset, host + pos, sp.size);
+      pos += sp.size;
+    }
   } catch (...) {
     drain();  // an enqueued piece may still read the staging
     staging_->release(host, bytes);
@@ -230,29 +300,36 @@ void DeviceBackend::get_async(const Tensor& t, void* dst, size_t offset, size_t 
     return;
   }
   check_on_device(t, "tensor");
-  if (!ops_->weight_format().split(t.type)) {
+  const WeightLayout& layout = ops_->weight_layout();
+  const Tensor& root = layout_root(t);
+  if (!layout.encodes(root)) {
     runtime_->copy_d2h_async(*stream_, dst, static_cast<const char*>(t.data) + offset, size);
     return;
   }
-  // Download into pinned staging; a host function converts it into dst in stream order.
-  const LayoutRange r = layout_range(t, offset, size);
-  const size_t bytes = r.quant_size + r.scale_size;
+  // Download into pinned staging; a host function decodes it into dst in stream order.
+  const size_t start = offset_in_root(t, offset, size);
+  auto spans = std::make_shared<std::vector<ImageSpan>>(layout.spans(root, start, size));
+  const size_t bytes = span_bytes(*spans);
   char* host = static_cast<char*>(staging_->allocate(bytes));
   try {
     const char* base = root_data(t);
-    runtime_->copy_d2h_async(*stream_, host, base + r.quant_offset, r.quant_size);
-    runtime_->copy_d2h_async(*stream_, host + r.quant_size, base + r.scale_offset, r.scale_size);
+    size_t pos = 0;
+    for (const ImageSpan& sp : *spans) {
+      runtime_->copy_d2h_async(*stream_, host + pos, base + sp.offset, sp.size);
+      pos += sp.size;
+    }
   } catch (...) {
     drain();
     staging_->release(host, bytes);
     throw;
   }
   ScratchPool* pool = staging_.get();
-  const DType type = t.type;
-  const int64_t nblocks = r.nblocks;
-  const size_t qsize = r.quant_size;
+  // The root's descriptor as it is now: the caller may drop its tensors before the stream runs.
+  auto desc = std::make_shared<Tensor>(root);
+  desc->src = {};
+  const WeightLayout* lp = &layout;
   host_func(nullptr, [=] {
-    from_device_layout(type, host, host + qsize, nblocks, dst);
+    lp->decode(*desc, start, size, ImageWindow(*spans, host), dst);
     pool->release(host, bytes);
   });
 }
@@ -269,7 +346,7 @@ bool DeviceBackend::copy_async(const Tensor& src, Tensor& dst) {
   }
   const DeviceBuffer* from = device_buffer_of(src);
   if (from == nullptr || &from->runtime() != runtime_) return false;
-  if (ops_->weight_format().split(src.type) && (src.view_src != nullptr || dst.view_src != nullptr))
+  if (ops_->weight_layout().encodes(layout_root(src)) && (src.view_src != nullptr || dst.view_src != nullptr))
     return false;
   const int sdev = from->device_index();
   if (sdev != index_ && !runtime_->can_access_peer(index_, sdev)) return false;

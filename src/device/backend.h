@@ -1,14 +1,18 @@
 #pragma once
 // DeviceBackend: one in-order stream on one device of a Runtime. Transfers stay asynchronous
 // (re-laid quantized data is staged in pinned memory), events order work across streams and
-// devices, and graph nodes are dispatched to the runtime's op library.
+// devices, and each graph (a scheduler split) runs as an Executable its op library prepared for
+// that shape: prepared once per shape signature, launched, captured when the shape repeats, then
+// replayed (executable.h).
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "backend/graph_index.h"
 #include "device/buffer.h"
+#include "device/executable.h"
 #include "device/oplib.h"
 #include "device/pool.h"
 #include "device/runtime.h"
@@ -48,6 +52,13 @@ class DeviceBackend final : public Backend {
   // Runs fn on the host in stream order; an Error it throws is reported as raised by `node`.
   void host_func(const Tensor* node, std::function<void()> fn);
 
+  // What compute did with executables since construction; fused_nodes is the last run one's.
+  struct ExecutableStats {
+    uint64_t prepared = 0, launched = 0, captured = 0, replayed = 0;
+    size_t fused_nodes = 0;
+  };
+  const ExecutableStats& executable_stats() const noexcept { return stats_; }
+
  private:
   struct Checkpoint {
     std::unique_ptr<StreamEvent> event;
@@ -58,6 +69,13 @@ class DeviceBackend final : public Backend {
   void checkpoint(const Tensor& node);
   void release_after_stream(void* ptr, size_t size);
   void drain() noexcept;  // waits for the stream while another error is on its way
+  struct Prepared {
+    Signature key;
+    std::unique_ptr<Executable> exe;
+    uint64_t runs = 0;
+    bool captured = false;
+  };
+  Prepared& prepared_for(const Graph& graph, const SplitView& split);
 
   Device* device_;
   Runtime* runtime_;
@@ -70,6 +88,11 @@ class DeviceBackend final : public Backend {
   std::vector<std::unique_ptr<StreamEvent>> spare_events_;
   int64_t min_batch_;
   bool checkpoints_enabled_ = false;  // TESSERA_DEVICE_CHECKPOINTS: an event per node names failures
+  std::function<void(const Tensor&)> checkpoint_hook_;
+  std::vector<std::unique_ptr<Prepared>> prepared_;  // most recently used first
+  GraphIndex split_index_;                           // per compute: the split's positions
+  Signature key_;                                    // per compute: its shape signature
+  ExecutableStats stats_;
 };
 
 }  // namespace tessera::device

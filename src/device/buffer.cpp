@@ -5,13 +5,12 @@
 #include <vector>
 
 #include "core/check.h"
-#include "device/layout.h"
 
 namespace tessera::device {
 namespace {
 
-// Layout conversions go through host memory in pieces of this many blocks (bounded temporaries).
-constexpr int64_t kChunkBlocks = int64_t{1} << 20;
+// Layout conversions go through host memory in pieces of about this many ggml bytes.
+constexpr size_t kChunkBytes = size_t{64} << 20;
 
 char* at(void* base, size_t offset) { return static_cast<char*>(base) + offset; }
 const char* at(const void* base, size_t offset) { return static_cast<const char*>(base) + offset; }
@@ -23,10 +22,8 @@ void check_range(const Tensor& t, size_t offset, size_t size, const char* what) 
           offset + size, t.describe(), t.nbytes());
 }
 
-// The root tensor's data (the device layout's origin).
-char* root_data(const Tensor& t) {
-  return static_cast<char*>(t.view_src != nullptr ? t.view_src->data : t.data);
-}
+// The root tensor's data (the stored image's origin).
+char* root_data(const Tensor& t) { return static_cast<char*>(layout_root(t).data); }
 
 class PinnedBuffer final : public Buffer {
  public:
@@ -58,8 +55,8 @@ class PinnedBuffer final : public Buffer {
 
 // ---------------------------------------------------------------- device buffer type
 
-DeviceBufferType::DeviceBufferType(Runtime& runtime, int device, Device* owner, const WeightFormat& format)
-    : runtime_(&runtime), device_(device), owner_(owner), format_(format) {}
+DeviceBufferType::DeviceBufferType(Runtime& runtime, int device, Device* owner, const WeightLayout& layout)
+    : runtime_(&runtime), device_(device), owner_(owner), layout_(&layout) {}
 
 std::string DeviceBufferType::name() const { return runtime_->properties(device_).name; }
 
@@ -74,7 +71,7 @@ size_t DeviceBufferType::alignment() const {
 
 size_t DeviceBufferType::max_size() const { return runtime_->properties(device_).max_allocation; }
 
-size_t DeviceBufferType::alloc_size(const Tensor& t) const { return format_.alloc_size(t); }
+size_t DeviceBufferType::alloc_size(const Tensor& t) const { return layout_->alloc_size(t); }
 
 // ---------------------------------------------------------------- device buffer
 
@@ -82,13 +79,13 @@ DeviceBuffer::DeviceBuffer(DeviceBufferType& type, size_t size, void* memory)
     : Buffer(type, size),
       runtime_(&type.runtime()),
       device_(type.device_index()),
-      format_(&type.weight_format()),
+      layout_(&type.weight_layout()),
       memory_(memory) {}
 
 DeviceBuffer::~DeviceBuffer() { runtime_->free(device_, memory_); }
 
 void DeviceBuffer::init_tensor(Tensor& t) {
-  if (t.view_src != nullptr || !is_quantized(t.type)) return;
+  if (t.view_src != nullptr) return;
   const size_t bytes = t.nbytes(), padded = type().alloc_size(t);
   if (padded > bytes) runtime_->fill(device_, at(t.data, bytes), 0, padded - bytes);
 }
@@ -96,46 +93,56 @@ void DeviceBuffer::init_tensor(Tensor& t) {
 void DeviceBuffer::set(Tensor& t, const void* src, size_t offset, size_t size) {
   check_range(t, offset, size, "set");
   if (size == 0) return;
-  if (!format_->split(t.type)) {
+  const Tensor& root = layout_root(t);
+  if (!layout_->encodes(root)) {
     runtime_->copy_h2d(device_, at(t.data, offset), src, size);
     return;
   }
-  const LayoutRange r = layout_range(t, offset, size);
-  const size_t bb = traits(t.type).block_bytes, qb = layout_quant_bytes(t.type);
+  const size_t start = offset_in_root(t, offset, size);
+  const size_t unit = layout_->unit(root), chunk = std::max(unit, kChunkBytes / unit * unit);
   char* base = root_data(t);
-  std::vector<char> quants, scales;
-  for (int64_t b = 0; b < r.nblocks; b += kChunkBlocks) {
-    const int64_t n = std::min(kChunkBlocks, r.nblocks - b);
-    quants.resize(static_cast<size_t>(n) * qb);
-    scales.resize(static_cast<size_t>(n) * 2);
-    to_device_layout(t.type, at(src, static_cast<size_t>(b) * bb), n, quants.data(), scales.data());
-    runtime_->copy_h2d(device_, base + r.quant_offset + static_cast<size_t>(b) * qb, quants.data(),
-                       quants.size());
-    runtime_->copy_h2d(device_, base + r.scale_offset + static_cast<size_t>(b) * 2, scales.data(),
-                       scales.size());
+  std::vector<char> staging;
+  for (size_t done = 0; done < size; done += chunk) {
+    const size_t n = std::min(chunk, size - done);
+    const auto spans = layout_->spans(root, start + done, n);
+    staging.resize(span_bytes(spans));
+    size_t pos = 0;
+    if (!layout_->encode_fills_spans())  // the rest of the spans' bytes stay as they are
+      for (const ImageSpan& sp : spans) {
+        runtime_->copy_d2h(device_, staging.data() + pos, base + sp.offset, sp.size);
+        pos += sp.size;
+      }
+    layout_->encode(root, start + done, n, at(src, done), ImageWindow(spans, staging.data()));
+    pos = 0;
+    for (const ImageSpan& sp : spans) {
+      runtime_->copy_h2d(device_, base + sp.offset, staging.data() + pos, sp.size);
+      pos += sp.size;
+    }
   }
 }
 
 void DeviceBuffer::get(const Tensor& t, void* dst, size_t offset, size_t size) const {
   check_range(t, offset, size, "get");
   if (size == 0) return;
-  if (!format_->split(t.type)) {
+  const Tensor& root = layout_root(t);
+  if (!layout_->encodes(root)) {
     runtime_->copy_d2h(device_, dst, at(t.data, offset), size);
     return;
   }
-  const LayoutRange r = layout_range(t, offset, size);
-  const size_t bb = traits(t.type).block_bytes, qb = layout_quant_bytes(t.type);
+  const size_t start = offset_in_root(t, offset, size);
+  const size_t unit = layout_->unit(root), chunk = std::max(unit, kChunkBytes / unit * unit);
   const char* base = root_data(t);
-  std::vector<char> quants, scales;
-  for (int64_t b = 0; b < r.nblocks; b += kChunkBlocks) {
-    const int64_t n = std::min(kChunkBlocks, r.nblocks - b);
-    quants.resize(static_cast<size_t>(n) * qb);
-    scales.resize(static_cast<size_t>(n) * 2);
-    runtime_->copy_d2h(device_, quants.data(), base + r.quant_offset + static_cast<size_t>(b) * qb,
-                       quants.size());
-    runtime_->copy_d2h(device_, scales.data(), base + r.scale_offset + static_cast<size_t>(b) * 2,
-                       scales.size());
-    from_device_layout(t.type, quants.data(), scales.data(), n, at(dst, static_cast<size_t>(b) * bb));
+  std::vector<char> staging;
+  for (size_t done = 0; done < size; done += chunk) {
+    const size_t n = std::min(chunk, size - done);
+    const auto spans = layout_->spans(root, start + done, n);
+    staging.resize(span_bytes(spans));
+    size_t pos = 0;
+    for (const ImageSpan& sp : spans) {
+      runtime_->copy_d2h(device_, staging.data() + pos, base + sp.offset, sp.size);
+      pos += sp.size;
+    }
+    layout_->decode(root, start + done, n, ImageWindow(spans, staging.data()), at(dst, done));
   }
 }
 
@@ -151,7 +158,7 @@ bool DeviceBuffer::copy_from(const Tensor& src, Tensor& dst) {
   if (from == nullptr || &from->runtime() != runtime_) return false;
 
   const int sdev = from->device_index();
-  if (format_->split(src.type) && (src.view_src != nullptr || dst.view_src != nullptr)) {
+  if (layout_->encodes(layout_root(src)) && (src.view_src != nullptr || dst.view_src != nullptr)) {
     // A view's blocks are not one byte range of the layout: convert through the host.
     std::vector<char> staging(n);
     from->get(src, staging.data(), 0, n);

@@ -1,39 +1,39 @@
 #pragma once
-// Device buffers (tensors in device memory, quantized weights in the device layout) and pinned
+// Device buffers (tensors in device memory, weights in the op library's WeightLayout) and pinned
 // host buffers (staging, and host-side tensors that feed the device), for any Runtime.
 #include <cstddef>
 #include <memory>
 #include <string>
 
-#include "device/layout.h"
+#include "backend/weight_layout.h"
 #include "device/runtime.h"
 #include "tessera/buffer.h"
 
 namespace tessera::device {
 
-// Weights are stored in the weight format of the device's op library: ggml blocks, or the split
-// layout, plus the format's row-padding slack after each quantized tensor (see WeightFormat).
+// Weights are stored in the weight layout of the device's op library (backend/weight_layout.h): its
+// alloc_size (slack after a tensor), and its encoding for the tensors it re-lays.
 class DeviceBufferType final : public BufferType {
  public:
-  DeviceBufferType(Runtime& runtime, int device, Device* owner, const WeightFormat& format);
+  DeviceBufferType(Runtime& runtime, int device, Device* owner, const WeightLayout& layout);
   std::string name() const override;
   // Throws Error(OutOfMemory) naming the size in MiB, the device and its free memory.
   std::unique_ptr<Buffer> allocate(size_t size) override;
   size_t alignment() const override;  // max(128, the device's base-address alignment)
   size_t max_size() const override;
-  // The tensor's bytes plus the weight format's slack after quantized tensors.
+  // The layout's: the tensor's bytes plus any slack after them.
   size_t alloc_size(const Tensor& t) const override;
   bool is_host() const override { return false; }
   Device* device() const override { return owner_; }
   Runtime& runtime() const noexcept { return *runtime_; }
   int device_index() const noexcept { return device_; }
-  const WeightFormat& weight_format() const noexcept { return format_; }
+  const WeightLayout& weight_layout() const noexcept { return *layout_; }
 
  private:
   Runtime* runtime_;
   int device_;
   Device* owner_;
-  WeightFormat format_;
+  const WeightLayout* layout_;  // the op library's, which outlives the device
 };
 
 class DeviceBuffer final : public Buffer {
@@ -41,9 +41,10 @@ class DeviceBuffer final : public Buffer {
   DeviceBuffer(DeviceBufferType& type, size_t size, void* memory);
   ~DeviceBuffer() override;
   void* base() const override { return memory_; }
-  // Zeroes the slack after a quantized tensor.
+  // Zeroes the layout's slack after a tensor.
   void init_tensor(Tensor& t) override;
-  // Byte ranges of the ggml image; types in the split layout convert to and from it (whole blocks).
+  // Byte ranges of the ggml image; tensors the layout re-lays convert to and from it (whole units,
+  // staged through host memory in pieces of at most 64 MiB).
   void set(Tensor& t, const void* src, size_t offset, size_t size) override;
   void get(const Tensor& t, void* dst, size_t offset, size_t size) const override;
   // From host memory, this device, a peer device, or (staged through pinned memory) another device
@@ -52,12 +53,12 @@ class DeviceBuffer final : public Buffer {
   void clear(uint8_t value) override;
   Runtime& runtime() const noexcept { return *runtime_; }
   int device_index() const noexcept { return device_; }
-  const WeightFormat& weight_format() const noexcept { return *format_; }
+  const WeightLayout& weight_layout() const noexcept { return *layout_; }
 
  private:
   Runtime* runtime_;
   int device_;
-  const WeightFormat* format_;  // the buffer type's
+  const WeightLayout* layout_;  // the buffer type's
   void* memory_;
 };
 

@@ -9,7 +9,7 @@ AcceleratorDevice::AcceleratorDevice(std::shared_ptr<Runtime> runtime, int index
     : runtime_(std::move(runtime)),
       index_(index),
       ops_(std::move(ops)),
-      buffer_type_(*runtime_, index, this, ops_->weight_format()),
+      buffer_type_(*runtime_, index, this, ops_->weight_layout()),
       pinned_type_(*runtime_, index, this) {}
 
 std::string AcceleratorDevice::name() const { return runtime_->properties(index_).name; }

@@ -22,8 +22,8 @@ class AcceleratorDevice final : public Device {
   Runtime& runtime() const noexcept { return *runtime_; }
   int index() const noexcept { return index_; }
   const OpLibrary& ops() const noexcept { return *ops_; }
-  // How this device stores weights (its op library's choice).
-  const WeightFormat& weight_format() const noexcept { return ops_->weight_format(); }
+  // How this device stores weights (its op library's layout).
+  const WeightLayout& weight_layout() const noexcept { return ops_->weight_layout(); }
 
  private:
   std::shared_ptr<Runtime> runtime_;

@@ -1,9 +1,62 @@
 #include "device/oplib.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "core/check.h"
 #include "tessera/error.h"
 
 namespace tessera::device {
+namespace {
+
+// Runs every computed node through its entry, in order.
+class NodeByNode final : public Executable {
+ public:
+  NodeByNode(const OpLibrary& lib, const SplitView& split) : lib_(&lib) {
+    for (size_t i = 0; i < split.nodes.size(); ++i) {
+      const Tensor& n = *split.nodes[i];
+      if (n.op != Op::None && !is_view_op(n.op) && n.nelements() > 0) computed_.push_back(i);
+    }
+  }
+  void launch(const OpContext& ctx, const SplitView& split) override {
+    for (size_t i : computed_) lib_->launch_node(ctx, *split.nodes[i]);
+  }
+
+ private:
+  const OpLibrary* lib_;
+  std::vector<size_t> computed_;
+};
+
+}  // namespace
+
+bool SplitView::is_output(const Tensor* t) const noexcept {
+  return (t->flags & kFlagOutput) != 0 || std::find(outputs.begin(), outputs.end(), t) != outputs.end();
+}
+
+size_t SplitView::readers(const Tensor* t) const noexcept {
+  size_t n = 0;
+  for (const Tensor* node : nodes) {
+    bool reads = node->view_src == t;
+    for (const Tensor* s : node->src) reads = reads || s == t;
+    n += reads ? 1 : 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Executable> OpLibrary::prepare(const SplitView& split) const {
+  return std::make_unique<NodeByNode>(*this, split);
+}
+
+void OpLibrary::launch_node(const OpContext& ctx, Tensor& node) const {
+  OpContext c = ctx;
+  c.node = &node;
+  try {
+    run(c, node);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {}", c.label(), e.what()));
+  }
+  if (c.enqueued != nullptr) (*c.enqueued)(node);
+}
 
 void launch_labeled_host_func(Runtime& runtime, Stream& stream, std::string where, std::function<void()> fn) {
   runtime.launch_host_func(stream, [fn = std::move(fn), where = std::move(where)] {

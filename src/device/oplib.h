@@ -3,13 +3,19 @@
 // One entry per op (supports + run); a runtime fills the table one op family at a time
 // (src/<runtime>/ops/<family>.cpp). Entries enqueue work on the context's stream and return
 // without waiting; node memory and source memory are device addresses on the context's device.
-// The library also declares the weight format its kernels read (device buffers store weights in it).
+// A DeviceBackend hands the library whole splits: prepare() turns one into an Executable (the
+// default launches the entries node by node; a library may override it to fuse chains, and its
+// executables may capture and replay graphs; executable.h).
+// The library also owns the weight layout its kernels read (backend/weight_layout.h; device buffers
+// store weights in it).
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 
-#include "device/layout.h"
+#include "backend/weight_layout.h"
+#include "device/executable.h"
 #include "device/pool.h"
 #include "device/runtime.h"
 #include "tessera/op_types.h"
@@ -25,6 +31,8 @@ struct OpContext {
   ScratchPool* pool = nullptr;     // op temporaries: Scratch s(*ctx.pool, bytes)
   ScratchPool* staging = nullptr;  // pinned host memory (check_async's copies)
   const Tensor* node = nullptr;
+  // The backend's hook, called once each node's work is enqueued (per-node checkpoints), or null.
+  const std::function<void(const Tensor&)>* enqueued = nullptr;
 
   // Copies `size` (<= 64) bytes at device address src once the work enqueued so far is done and
   // calls check(host copy) on the host, without blocking. An Error check throws surfaces at the
@@ -47,6 +55,13 @@ struct OpEntry {
 class OpLibrary {
  public:
   virtual ~OpLibrary() = default;
+  // Prepares a split whose computed nodes this library supports into an executable, once per
+  // shape (the backend caches it). The default launches the entries node by node.
+  virtual std::unique_ptr<Executable> prepare(const SplitView& split) const;
+  // Enqueues one node through its entry with ctx.node set to it, names errors after the node and
+  // calls ctx.enqueued: what executables do for a node they do not fuse.
+  void launch_node(const OpContext& ctx, Tensor& node) const;
+
   bool supports(const Tensor& node) const {
     const int i = static_cast<int>(node.op);
     if (i < 0 || i >= kOpCount) return false;
@@ -58,13 +73,14 @@ class OpLibrary {
   void run(const OpContext& ctx, Tensor& node) const { table_[static_cast<size_t>(node.op)].run(ctx, node); }
   void set(Op op, OpEntry entry) { table_[static_cast<size_t>(op)] = entry; }
 
-  // How the kernels read weights (native ggml blocks unless the library says otherwise).
-  const WeightFormat& weight_format() const noexcept { return format_; }
-  void set_weight_format(const WeightFormat& format) noexcept { format_ = format; }
+  // How the kernels read weights: ggml's bytes (native_layout()) unless the library sets a layout
+  // of its own, which it then owns (set it before devices are made from the library).
+  const WeightLayout& weight_layout() const noexcept { return layout_ ? *layout_ : native_layout(); }
+  void set_weight_layout(std::shared_ptr<const WeightLayout> layout) noexcept { layout_ = std::move(layout); }
 
  private:
   std::array<OpEntry, kOpCount> table_{};
-  WeightFormat format_ = WeightFormat::native();
+  std::shared_ptr<const WeightLayout> layout_;
 };
 
 }  // namespace tessera::device

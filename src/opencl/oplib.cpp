@@ -1,7 +1,7 @@
 #include "opencl/oplib.h"
 
 #include "core/check.h"
-#include "device/layout.h"
+#include "device/split_layout.h"
 
 namespace tessera::opencl {
 namespace {
@@ -20,7 +20,8 @@ void register_views(device::OpLibrary& lib) {
 
 std::shared_ptr<const device::OpLibrary> make_op_library() {
   auto lib = std::make_shared<device::OpLibrary>();
-  lib->set_weight_format(weight_format());
+  // The layout is a static (tensor_arg reads it): an aliasing pointer that owns nothing.
+  lib->set_weight_layout(std::shared_ptr<const WeightLayout>(std::shared_ptr<void>(), &weight_layout()));
   register_views(*lib);
   register_copy(*lib);
   register_get_rows(*lib);
@@ -37,9 +38,9 @@ std::shared_ptr<const device::OpLibrary> make_op_library() {
   return lib;
 }
 
-const device::WeightFormat& weight_format() {
-  static const device::WeightFormat format = device::WeightFormat::split_q4_q8();
-  return format;
+const device::SplitLayout& weight_layout() {
+  static const device::SplitLayout layout(512);
+  return layout;
 }
 
 bool decodes_blocks(DType type) noexcept {
@@ -85,7 +86,7 @@ TensorArg tensor_arg(const device::OpContext& ctx, const Tensor& t) {
     a.ne.s[d] = t.ne[static_cast<size_t>(d)];
     a.nb.s[d] = t.nb[static_cast<size_t>(d)];
   }
-  if (weight_format().split(t.type)) {
+  if (weight_layout().splits(t.type)) {
     const auto q = device::quant_addresses(t);
     const ClAddress quants = address_arg(ctx, q.quants, 0);
     const ClAddress scales = address_arg(ctx, q.scales, 0);

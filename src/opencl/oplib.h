@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "device/oplib.h"
+#include "device/split_layout.h"
 #include "opencl/cl.h"
 #include "opencl/runtime.h"
 
@@ -18,7 +19,7 @@ namespace tessera::opencl {
 std::shared_ptr<const device::OpLibrary> make_op_library();
 // What the kernels read: Q4_0 and Q8_0 in the split layout, every other block type in ggml's
 // native blocks, rows padded to 512 elements of slack.
-const device::WeightFormat& weight_format();
+const device::SplitLayout& weight_layout();
 // The quantized types the kernels decode (load_chunk in kernels/common.cl): all of them.
 bool decodes_blocks(DType type) noexcept;
 // The quantized types the kernels can write from f32 (CPY into them): Q4_0, Q8_0, Q4_1, Q5_0, Q5_1,

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "device/device.h"
-#include "device/layout.h"
+#include "device/split_layout.h"
 #include "opencl/opencl_test_util.h"
 #include "opencl/oplib.h"
 #include "opencl/runtime.h"
@@ -35,7 +35,7 @@ TEST(DeviceBuffer, AlignmentAndPaddedAllocationSizes) {
   Tensor* q4 = ctx.new_tensor(DType::Q4_0, 96, 3);
   Tensor* q8 = ctx.new_tensor(DType::Q8_0, 1024, 2);
   Tensor* f = ctx.new_tensor(DType::F32, 96, 3);
-  // OpenCL's weight format: slack after the tensor of the elements that pad one row to a multiple
+  // OpenCL's weight layout: slack after the tensor of the elements that pad one row to a multiple
   // of 512 (416 more Q4_0 elements = 13 blocks), not padding inside each row.
   EXPECT_EQ(bt.alloc_size(*q4), q4->nbytes() + 13 * 18);
   EXPECT_EQ(bt.alloc_size(*q8), q8->nbytes());
@@ -79,7 +79,7 @@ TEST(DeviceBuffer, SetAndGetRoundTripWholeAndPartialRanges) {
     std::vector<uint8_t> part(3 * rb);
     tensor_get(*t, part.data(), 2 * rb, part.size());
     EXPECT_EQ(0, std::memcmp(part.data(), image.data() + 2 * rb, part.size()));
-    if (d.weight_format().split(type)) {
+    if (d.weight_layout().encodes(*t)) {
       // Stored in the device layout: all quants, then all scales.
       const size_t qb = device::layout_quant_bytes(type), nblocks = t->nbytes() / traits(type).block_bytes;
       std::vector<uint8_t> quants(nblocks * qb), scales(nblocks * 2);

@@ -1,11 +1,10 @@
-#include "device/layout.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "device/split_layout.h"
 #include "tessera/context.h"
 #include "tessera/error.h"
 #include "tessera/ops.h"

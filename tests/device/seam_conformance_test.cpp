@@ -18,7 +18,6 @@
 #include "device/backend.h"
 #include "device/buffer.h"
 #include "device/device.h"
-#include "device/layout.h"
 #include "device/pool.h"
 #include "device/runtime.h"
 #include "tessera/context.h"
@@ -421,13 +420,13 @@ TEST_P(Seam, WeightsRoundTripInTheDevicesLayoutForAnyWholeBlockRange) {
   std::mt19937 rng(12);
   for (int di = 0; di < 2; ++di) {
     auto& d = dev(di);
-    const device::WeightFormat& format = d.weight_format();
+    const WeightLayout& layout = d.weight_layout();
     for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0}) {
       SCOPED_TRACE(d.name() + " " + std::string(name(type)));
       Context ctx;
       Tensor* t = ctx.new_tensor(type, 96, 5);  // rows of 96: slack in a padded format
       const size_t slack = d.buffer_type().alloc_size(*t) - t->nbytes();
-      EXPECT_EQ(d.buffer_type().alloc_size(*t), format.alloc_size(*t));
+      EXPECT_EQ(d.buffer_type().alloc_size(*t), layout.alloc_size(*t));
       auto buffer = d.buffer_type().allocate(d.buffer_type().alloc_size(*t) + 64);
       buffer->clear(0xCD);
       buffer->place(*t, 0);
@@ -444,14 +443,13 @@ TEST_P(Seam, WeightsRoundTripInTheDevicesLayoutForAnyWholeBlockRange) {
       tensor_get(*t, back.data(), 0, back.size());
       EXPECT_EQ(back, image);
 
-      // In memory exactly as the format says.
+      // In memory exactly as the layout encodes it.
       raw = read(d.runtime(), d.index(), t->data, t->nbytes());
       const size_t bb = traits(type).block_bytes, nblocks = t->nbytes() / bb;
-      if (format.split(type)) {
-        const size_t qb = device::layout_quant_bytes(type);
-        std::vector<uint8_t> laid(nblocks * (qb + 2));
-        device::to_device_layout(type, image.data(), static_cast<int64_t>(nblocks), laid.data(),
-                                 laid.data() + nblocks * qb);
+      if (layout.encodes(*t)) {
+        std::vector<uint8_t> laid(t->nbytes());
+        layout.encode(*t, 0, image.size(), image.data(),
+                      ImageWindow::whole(reinterpret_cast<char*>(laid.data())));
         EXPECT_EQ(raw, laid);
         EXPECT_THROW(tensor_set(*t, image.data(), bb / 2, bb), Error);  // splits a block
       } else {

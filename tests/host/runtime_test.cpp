@@ -162,7 +162,8 @@ std::unique_ptr<Buffer> place_all(BufferType& type, const std::vector<Tensor*>& 
 
 TEST(HostOpLibrary, KeepsNativeBlocksAndRunsTheCpuKernelsOnTheStream) {
   HostPair p;
-  EXPECT_FALSE(p.d0.weight_format().split(DType::Q4_0));
+  Context probe;
+  EXPECT_FALSE(p.d0.weight_layout().encodes(*probe.new_tensor(DType::Q4_0, 64, 8)));
   Context ctx;
   Tensor* w = ctx.new_tensor(DType::Q8_0, 64, 3);
   Tensor* x = ctx.new_tensor(DType::F32, 64, 2);

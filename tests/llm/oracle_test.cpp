@@ -109,6 +109,8 @@ std::vector<OracleRun> runs() {
   on("CPU", kFloatOracles, /*flash_attn=*/true);
   on("CPU", kQuantOracles);
   on("CPU", kQuantOracles, /*flash_attn=*/true);
+  // The host runtime (ctest sets TESSERA_HOST_DEVICES=2): its executables fuse RMS_NORM + MUL.
+  on("Host0", kFloatOracles);
 #if TESSERA_HAVE_OPENCL
   // Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
   on("OpenCL0", kFloatOracles);

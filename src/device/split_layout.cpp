@@ -1,4 +1,4 @@
-#include "device/layout.h"
+#include "device/split_layout.h"
 
 #include <algorithm>
 #include <bit>
@@ -101,21 +101,6 @@ void for_blocks(int64_t n, Fn fn) {
 
 bool has_split_layout(DType type) noexcept { return type == DType::Q4_0 || type == DType::Q8_0; }
 
-size_t WeightFormat::alloc_size(const Tensor& t) const noexcept {
-  size_t bytes = t.nbytes();
-  if (row_padding > 1 && is_quantized(t.type) && t.ne[0] % row_padding != 0)
-    bytes += row_bytes(t.type, row_padding - t.ne[0] % row_padding);
-  return bytes;
-}
-
-WeightFormat WeightFormat::split_q4_q8() noexcept {
-  WeightFormat f;
-  f.layout[static_cast<size_t>(DType::Q4_0)] = BlockLayout::Split;
-  f.layout[static_cast<size_t>(DType::Q8_0)] = BlockLayout::Split;
-  f.row_padding = 512;
-  return f;
-}
-
 size_t layout_quant_bytes(DType type) noexcept {
   switch (type) {
     case DType::Q4_0:
@@ -155,8 +140,8 @@ void from_device_layout(DType type, const void* quants, const void* scales, int6
 
 namespace {
 
-const Tensor& layout_root(const Tensor& t) {
-  const Tensor& root = t.view_src != nullptr ? *t.view_src : t;
+const Tensor& split_root(const Tensor& t) {
+  const Tensor& root = layout_root(t);
   if (root.type != t.type)
     raise(ErrorCode::Unsupported, "device layout: {} views {} memory of another type", t.describe(),
           root.describe());
@@ -167,7 +152,7 @@ const Tensor& layout_root(const Tensor& t) {
 
 LayoutRange layout_range(const Tensor& t, size_t offset, size_t size) {
   TESSERA_ASSERT(has_split_layout(t.type));
-  const Tensor& root = layout_root(t);
+  const Tensor& root = split_root(t);
   const size_t bb = traits(t.type).block_bytes, qb = layout_quant_bytes(t.type);
   const size_t start = (t.view_src != nullptr ? t.view_offset : 0) + offset;
   if (start % bb != 0 || size % bb != 0)
@@ -187,10 +172,42 @@ LayoutRange layout_range(const Tensor& t, size_t offset, size_t size) {
 }
 
 QuantAddresses quant_addresses(const Tensor& t) {
-  const Tensor& root = layout_root(t);
+  const Tensor& root = split_root(t);
   const LayoutRange r = layout_range(t, 0, 0);
   char* base = static_cast<char*>(root.data);
   return {base + r.quant_offset, base + r.scale_offset};
+}
+
+// ---------------------------------------------------------------- the WeightLayout
+
+bool SplitLayout::splits(DType type) const noexcept { return has_split_layout(type); }
+
+size_t SplitLayout::alloc_size(const Tensor& t) const {
+  size_t bytes = t.nbytes();
+  if (row_padding_ > 1 && is_quantized(t.type) && t.ne[0] % row_padding_ != 0)
+    bytes += row_bytes(t.type, row_padding_ - t.ne[0] % row_padding_);
+  return bytes;
+}
+
+bool SplitLayout::encodes(const Tensor& root) const { return splits(root.type); }
+
+std::vector<ImageSpan> SplitLayout::spans(const Tensor& root, size_t offset, size_t size) const {
+  const LayoutRange r = layout_range(root, offset, size);
+  return {{r.quant_offset, r.quant_size}, {r.scale_offset, r.scale_size}};
+}
+
+void SplitLayout::encode(const Tensor& root, size_t offset, size_t size, const void* ggml,
+                         const ImageWindow& image) const {
+  const LayoutRange r = layout_range(root, offset, size);
+  if (r.nblocks == 0) return;
+  to_device_layout(root.type, ggml, r.nblocks, image.at(r.quant_offset), image.at(r.scale_offset));
+}
+
+void SplitLayout::decode(const Tensor& root, size_t offset, size_t size, const ImageWindow& image,
+                         void* ggml) const {
+  const LayoutRange r = layout_range(root, offset, size);
+  if (r.nblocks == 0) return;
+  from_device_layout(root.type, image.at(r.quant_offset), image.at(r.scale_offset), r.nblocks, ggml);
 }
 
 }  // namespace tessera::device
