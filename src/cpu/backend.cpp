@@ -179,7 +179,8 @@ size_t bytes_touched(const Tensor& node) {
 // matrices (m250: attention output, gate and up are 3.8 MB), far under the last-level cache.
 constexpr size_t kReadAheadBytes = size_t{4} << 20;
 
-// The weights each MUL_MAT node reads (a leaf's memory: model weights, the KV cache), in graph order.
+// The weights each MUL_MAT node reads and the K/V each FLASH_ATTN_EXT node reads (a leaf's
+// memory: model weights, the KV cache), in graph order.
 struct WeightRead {
   size_t node;
   ThreadPool::Range range;
@@ -187,11 +188,17 @@ struct WeightRead {
 
 std::vector<WeightRead> weight_reads(const std::vector<Tensor*>& nodes) {
   std::vector<WeightRead> out;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const Tensor* w = nodes[i]->op == Op::MulMat ? nodes[i]->src[0] : nullptr;
-    if (w == nullptr || w->data == nullptr) continue;
+  auto add = [&](size_t i, const Tensor* w) {
+    if (w == nullptr || w->data == nullptr) return;
     const Tensor& root = w->view_src != nullptr ? *w->view_src : *w;
     if (root.op == Op::None) out.push_back({i, {w->data, w->nbytes()}});
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i]->op == Op::MulMat) add(i, nodes[i]->src[0]);
+    if (nodes[i]->op == Op::FlashAttnExt) {
+      add(i, nodes[i]->src[1]);
+      add(i, nodes[i]->src[2]);
+    }
   }
   return out;
 }
@@ -219,7 +226,8 @@ void CpuBackend::compute(Graph& graph) {
   ctx.arena = &workers_->scratch;
   // The workers spin from node to node rather than park and wake for each.
   ThreadPool::GraphScope scope(*ctx.pool);
-  // While a node runs on the caller alone, the idle workers read ahead the next MUL_MAT weights.
+  // While a node runs on the caller alone, the idle workers read ahead the next MUL_MAT weights
+  // (and attention's K/V).
   const std::vector<WeightRead> reads =
       n_threads_ > 1 && kernels_ == KernelSet::Fast ? weight_reads(graph.nodes()) : std::vector<WeightRead>{};
   size_t next_read = 0;
@@ -234,7 +242,10 @@ void CpuBackend::compute(Graph& graph) {
   const std::vector<Tensor*>& nodes = graph.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     Tensor* node = nodes[i];
-    if (next_read < reads.size() && reads[next_read].node == i) read_ahead(*ctx.pool, reads, ++next_read);
+    if (next_read < reads.size() && reads[next_read].node == i) {
+      while (next_read < reads.size() && reads[next_read].node == i) ++next_read;
+      read_ahead(*ctx.pool, reads, next_read);
+    }
     if (is_view_op(node->op) || node->op == Op::None || node->nelements() == 0) continue;
     if (node->data == nullptr)
       raise(ErrorCode::InvalidArgument, "CPU: node {} {} has no memory (allocate the graph first)",
