@@ -74,6 +74,10 @@ void BM_Attention(benchmark::State& state) {
 void args(benchmark::internal::Benchmark* b) {
   for (int64_t n_kv : {512, 2048, 4096})
     for (int mode : {0, 1, 2}) b->Args({mode, n_kv, 1, 1});
+  for (int64_t n_kv : {64, 128, 256, 512})
+    for (int mode : {0, 1, 2}) b->Args({mode, n_kv, 1, 2});
+  for (int64_t n_kv : {64, 128, 256})
+    for (int mode : {0, 1, 2}) b->Args({mode, n_kv, 1, 1});
   for (int64_t n_kv : {512, 4096})
     for (int mode : {0, 1, 2}) b->Args({mode, n_kv, 512, 1});
   for (int mode : {0, 1, 2}) b->Args({mode, 4096, 512, 2});

@@ -163,8 +163,10 @@ size_t element_bytes(const Tensor& t) {
   return t.row_size() * static_cast<size_t>(std::max<int64_t>(t.ne[1] * t.ne[2] * t.ne[3], 0));
 }
 
-// What a node reads and writes, roughly (on stories260K most nodes touch a few hundred bytes).
-// GET_ROWS reads only the rows it gathers (one token's embedding, not the whole table).
+}  // namespace
+
+// On stories260K most nodes touch a few hundred bytes. GET_ROWS reads only the rows it gathers
+// (one token's embedding, not the whole table).
 size_t bytes_touched(const Tensor& node) {
   size_t bytes = element_bytes(node);
   for (int k = 0; k < kMaxSources; ++k) {
@@ -174,6 +176,8 @@ size_t bytes_touched(const Tensor& node) {
   }
   return bytes;
 }
+
+namespace {
 
 // How far ahead the idle workers read the weights of the next MUL_MAT nodes: a few of a layer's
 // matrices (m250: attention output, gate and up are 3.8 MB), far under the last-level cache.
@@ -224,6 +228,7 @@ void CpuBackend::compute(Graph& graph) {
   ctx.pool = workers_->pool.get();
   ctx.kernels = kernels_;
   ctx.arena = &workers_->scratch;
+  ctx.min_parallel_bytes = min_parallel_bytes_;
   // The workers spin from node to node rather than park and wake for each.
   ThreadPool::GraphScope scope(*ctx.pool);
   // While a node runs on the caller alone, the idle workers read ahead the next MUL_MAT weights
