@@ -1,6 +1,7 @@
-// FLASH_ATTN_EXT on a backend without it: the scheduler runs it there as MUL_MAT, (SCALE, TANH),
-// SOFT_MAX, MUL_MAT and a copy of the merged heads per group of query rows (decompose.h), with
-// the fused op's results; a backend lacking one of those ops leaves the node to the CPU.
+// FLASH_ATTN_EXT on a backend without it (a fake device, OpenCL0): the scheduler runs it there as
+// MUL_MAT, (SCALE, TANH), SOFT_MAX, MUL_MAT and a copy of the merged heads per group of query rows
+// (decompose.h), with the fused op's results; a backend lacking one of those ops leaves the node to
+// the CPU.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <random>
 
 #include "backend/fake_device.h"
+#include "support/opencl.h"
 #include "tessera/convert.h"
 #include "tessera/scheduler.h"
 #include "tessera/tessera.h"
@@ -173,6 +175,34 @@ INSTANTIATE_TEST_SUITE_P(
         // 600 query rows over 2048 cells x 4 heads: groups of 128 rows (32 KiB of KQ per row)
         Case{16, 2048, 600, 4, 1, 1, DType::F16, true, 1, kScale, 0.0f, 0.0f}),
     case_name);
+
+// The same on OpenCL0, which has no FLASH_ATTN_EXT kernel: its MUL_MAT, SCALE, TANH, SOFT_MAX and
+// CPY kernels give the fused op's results within SOFT_MAX's conformance bound.
+TEST_P(DecomposedFlashAttn, RunsOnOpenCL0) {
+  TESSERA_REQUIRE_OPENCL_DEVICE("OpenCL0");
+  const Case& c = GetParam();
+  Device& device = *Registry::instance().find("OpenCL0");
+  auto device_backend = device.make_backend();
+  cpu::CpuBackend cpu_backend(2);
+  Scheduler sched({device_backend.get(), &cpu_backend});
+  Inputs ref(c, host_buffer_type());
+  Tensor* want_node = ref.attention(c);
+  Graph rg({want_node});
+  GraphAllocator alloc(host_buffer_type());
+  alloc.allocate(rg);
+  cpu::CpuBackend reference(1, cpu::KernelSet::Reference);
+  reference.compute(rg);
+  const std::vector<float> want = read(*want_node);
+
+  Inputs in(c, device.buffer_type());
+  Tensor* out = in.attention(c);
+  Graph g({out});
+  sched.compute(g);
+  EXPECT_EQ(sched.backend_of(out), device_backend.get());
+  EXPECT_TRUE(sched.fallbacks().empty()) << sched.report();
+  EXPECT_NE(sched.report().find("1 decomposed"), std::string::npos) << sched.report();
+  EXPECT_LT(nmse(read(sched.result(*out)), want), 1e-6) << sched.report();
+}
 
 TEST(DecomposedFlashAttnFallback, ADeviceLackingSoftMaxLeavesItToTheCpu) {
   const Case c{32, 64, 4, 4, 2, 1, DType::F16, true, 1, kScale, 0.0f, 0.0f};
