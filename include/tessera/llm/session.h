@@ -32,8 +32,9 @@ struct SessionOptions {
   // Every layer attends through one FLASH_ATTN_EXT node, which each backend computes its own way
   // (the CPU: the composed ops' kernels per group of query tokens; a device without the op: the
   // scheduler's MUL_MAT, SOFT_MAX, MUL_MAT). flash_attn asks the CPU for its online-softmax kernel
-  // instead (no KQ matrix at all). Off by default: on the machines measured the composed kernels
-  // are 1.3-2x faster, prompts and generation alike (bench/attention_bench).
+  // instead (no KQ matrix at all). Off by default: on the machine measured the composed kernels
+  // are 1.3-2x faster, prompts and generation alike, but for one token over a few dozen cells
+  // (bench/attention_bench).
   bool flash_attn = false;
   // decode returns each wanted token's hidden state after the final norm ([n_embd] per token: what
   // embeddings are pooled from) instead of its logits; the output projection is not computed.

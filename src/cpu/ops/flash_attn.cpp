@@ -3,7 +3,8 @@
 // - composed (V is the KV cache's transposed view, and the node does not ask for the online
 //   softmax): the composed ops' own kernels (MUL_MAT, SOFT_MAX, MUL_MAT) on scratch per group of
 //   query rows whose KQ holds about 4 MiB. On an AVX2 VM (bench/attention_bench) it is as fast as
-//   the graph ops for generation and prompts alike, and 1.3-2x faster than the online softmax.
+//   the graph ops for generation and prompts alike, and 1.3-2x faster than the online softmax
+//   (which wins only for one token over about 64 cells on 2 threads: not worth a second set of bits).
 // - online softmax: never holds a row's scores; it walks K/V in blocks of cells with a running max
 //   and sum (the accumulator rescaled when the max grows), reads F16 K/V straight from their
 //   layout (V as rows or channels), skips blocks the mask hides entirely, and lets the query heads
