@@ -33,7 +33,8 @@ int parse_byte_text(std::string_view text) {
 
 bool is_hidden_special(TokenType type) { return type == TokenType::Control || type == TokenType::Unknown; }
 
-// Texts of end-of-turn tokens, in the order an EOT id is chosen when the file names none.
+// Texts of end-of-turn tokens, in the order an EOT id is chosen when the file names none
+// (llama.cpp's list, as of the peer's sources).
 constexpr std::string_view kEndOfTurnTexts[] = {
     "<|eot_id|>",
     "<|im_end|>",
@@ -43,17 +44,48 @@ constexpr std::string_view kEndOfTurnTexts[] = {
     "<|end_of_text|>",
     "<EOT>",
     "_<EOT>",
+    "[EOT]",
     "<\xEF\xBD\x9C"  // DeepSeek's <｜end▁of▁sentence｜>
     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
     "<end_of_utterance>",
 };
 // Every text that ends generation (llama.cpp's list, with the FIM pad/repo/file separators that
-// end a fill-in-the-middle completion).
+// end a fill-in-the-middle completion). A token with one of these texts is a control token
+// whatever the file says: it neither prints nor can be written in plain text (Phi-3's "</s>" is
+// user-defined in its file; llama.cpp retypes it the same way).
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>",  "<|im_end|>", "<|end|>",    "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>",  "<EOT>",      "_<EOT>",     "<|end_of_text|>", "<end_of_utterance>",
-    "<|fim_pad|>", "<fim-pad>",  "<fim_pad>",  "<|fim_repo|>",    "<|repo_name|>",
-    "<fim-repo>",  "<REPO>",     "<reponame>", "<|file_sep|>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\xEF\xBD\x9C"  // <｜end▁of▁sentence｜>
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "[e~[",
+    "<|fim_pad|>",
+    "<fim-pad>",
+    "<fim_pad>",
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+    "<|file_sep|>",
 };
 
 // The constructor from plain vectors builds SentencePiece vocabularies only: BPE needs merges.
@@ -172,9 +204,11 @@ void Vocab::find_end_of_generation_() {
   }
   if (special_.eom == kNoToken) special_.eom = find("<|eom_id|>");
   std::vector<Token> ids;
+  // A vocabulary with Gemma 4's <|tool_response> uses "</s>" as text, not as an end.
+  const bool s_is_text = find("<|tool_response>") != kNoToken;
   for (const std::string_view text : kEndOfGenerationTexts) {
     const Token id = find(text);
-    if (id == kNoToken) continue;
+    if (id == kNoToken || (s_is_text && text == "</s>")) continue;
     ids.push_back(id);
     // A stop token must neither print nor be forged by plain text (llama.cpp retypes them too).
     types_[size_t(id)] = TokenType::Control;
