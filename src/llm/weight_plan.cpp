@@ -46,7 +46,8 @@ void WeightPlan::add_moe_ffn(int64_t il, int64_t n_ff_exp) {
   add_layer(il, l.ffn_norm, "ffn_norm", h_.n_embd);
   add_layer(il, l.ffn_gate_inp, "ffn_gate_inp", h_.n_embd, h_.n_expert);
   const auto experts = [&](Tensor*& slot, const char* what, int64_t ne0, int64_t ne1) {
-    specs_.push_back({fmt::format("blk.{}.{}.weight", il, what), {ne0, ne1, h_.n_expert}, &slot, il, false, {}});
+    specs_.push_back(
+        {fmt::format("blk.{}.{}.weight", il, what), {ne0, ne1, h_.n_expert}, &slot, il, false, {}});
   };
   experts(l.ffn_gate_exps, "ffn_gate_exps", h_.n_embd, n_ff_exp);
   experts(l.ffn_up_exps, "ffn_up_exps", h_.n_embd, n_ff_exp);
