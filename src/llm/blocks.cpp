@@ -195,6 +195,40 @@ Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnAct
                il);
 }
 
+Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
+  auto named = GraphBuild::named;
+  Context& ctx = b.ctx;
+  const Hparams& h = b.model.hparams();
+  const int64_t n_embd = cur->ne[0], n_tokens = cur->ne[1], n_expert = h.n_expert, n_used = h.n_expert_used;
+  // Routing: the softmax over every expert's logit, the n_used largest, their probabilities.
+  Tensor* probs = named(ops::soft_max(ctx, ops::mul_mat(ctx, l.ffn_gate_inp, cur)), "ffn_moe_probs", il);
+  Tensor* order = ops::argsort(ctx, probs, SortOrder::Descending);
+  Tensor* selected =
+      named(ops::view(ctx, order, {n_used, n_tokens, 1, 1}, order->nb[1], order->nb[2], order->nb[3], 0),
+            "ffn_moe_topk", il);
+  Tensor* weights = ops::get_rows(ctx, ops::reshape(ctx, probs, 1, n_expert, n_tokens), selected);
+  // Renormalised to sum 1 (the sum clamped away from 0 as llama.cpp does: F16's smallest normal).
+  weights = ops::reshape(ctx, weights, n_used, n_tokens);
+  Tensor* sum = ops::clamp(ctx, ops::sum_rows(ctx, weights), 6.103515625e-5f, INFINITY);
+  weights = named(ops::reshape(ctx, ops::div(ctx, weights, sum), 1, n_used, n_tokens), "ffn_moe_weights", il);
+  // The picked experts, each on every token that picked it.
+  Tensor* x = ops::reshape(ctx, cur, n_embd, 1, n_tokens);
+  Tensor* up = named(ops::mul_mat_id(ctx, l.ffn_up_exps, x, selected), "ffn_moe_up", il);
+  Tensor* gate = named(ops::mul_mat_id(ctx, l.ffn_gate_exps, x, selected), "ffn_moe_gate", il);
+  Tensor* act = named(ops::mul(ctx, ops::silu(ctx, gate), up), "ffn_moe_gate_up", il);
+  Tensor* experts = named(ops::mul_mat_id(ctx, l.ffn_down_exps, act, selected), "ffn_moe_down", il);
+  experts = named(ops::mul(ctx, experts, weights), "ffn_moe_weighted", il);  // [n_embd, n_used, n_tokens]
+  // The sum over the used experts, in slot order.
+  const auto slot = [&](int64_t e) {
+    return ops::view(ctx, experts, {n_embd, n_tokens, 1, 1}, experts->nb[2], experts->nb[2] * n_tokens,
+                     experts->nb[2] * n_tokens, static_cast<size_t>(e) * experts->nb[1]);
+  };
+  Tensor* out = slot(0);
+  for (int64_t e = 1; e < n_used; ++e) out = ops::add(ctx, out, slot(e));
+  if (n_used == 1) out = ops::cont(ctx, out);
+  return named(out, "ffn_moe_out", il);
+}
+
 Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il) {
   Tensor* t = ops::tanh(b.ctx, ops::scale(b.ctx, x, 1.0f / c));
   return GraphBuild::named(ops::scale(b.ctx, t, c), what, il);
@@ -210,7 +244,7 @@ Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap) {
     cur = attention(b, l, il, cur, ap);
     x = GraphBuild::named(ops::add(b.ctx, x, cur), "attn_residual", il);
     cur = rms_norm(b, x, l.ffn_norm, h.rms_eps, "ffn_in", il);
-    cur = gated_ffn(b, l, il, cur, FfnActivation::Silu);
+    cur = l.ffn_gate_inp != nullptr ? moe_ffn(b, l, il, cur) : gated_ffn(b, l, il, cur, FfnActivation::Silu);
     x = GraphBuild::named(ops::add(b.ctx, x, cur), "l_out", il);
   }
   x = b.select_outputs(x);

@@ -77,11 +77,19 @@ enum class FfnActivation { Silu, Gelu };
 // down(act(gate cur) * up cur); with no ffn_gate, ffn_up's 2 * n_ff rows are gate then up.
 Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act);
 
+// The mixture-of-experts FFN of Mixtral and Qwen3-MoE (llama.cpp's build_moe_ffn with SILU and
+// softmax gating): probs = SOFT_MAX(ffn_gate_inp cur) over the n_expert experts; the n_expert_used
+// largest (ARGSORT descending, a VIEW of its first entries) pick the experts and their probs the
+// weights, renormalised to sum 1; each picked expert computes down(SILU(gate cur) * up cur)
+// (MUL_MAT_ID), scaled by its weight; the experts' outputs are summed.
+Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur);
+
 // c * tanh(x / c): soft-capping of attention or output logits.
 Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il);
 
-// The pre-norm decoder that llama, qwen2, qwen3 and phi3 share: x = embeddings; per layer
-// x += attention(RMS_NORM(x) * attn_norm), x += gated_ffn(RMS_NORM(x) * ffn_norm) with SILU;
+// The pre-norm decoder that llama, qwen2, qwen3, qwen3moe and phi3 share: x = embeddings; per layer
+// x += attention(RMS_NORM(x) * attn_norm), x += gated_ffn(RMS_NORM(x) * ffn_norm) with SILU (moe_ffn
+// where the layer has a router);
 // logits = output(RMS_NORM(x) * output_norm) for the wanted rows.
 Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap);
 

@@ -44,6 +44,11 @@ struct Hparams {
   float attn_softcap = 0.0f;   // attention logits become c * tanh(x / c) (0: none)
   float final_softcap = 0.0f;  // likewise the output logits
   float q_scale = 0.0f;        // Q's scale before KQ (0: 1 / sqrt(head_dim()))
+  // Mixture of experts (Mixtral, Qwen3-MoE): n_expert experts per layer, n_expert_used of them per
+  // token, each n_ff_exp wide (0: no experts, a dense FFN).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
 
   int64_t head_dim() const { return n_embd_head_k > 0 ? n_embd_head_k : n_embd / n_head; }
   int64_t head_dim_v() const { return n_embd_head_v > 0 ? n_embd_head_v : n_embd / n_head; }
@@ -78,6 +83,13 @@ struct Layer {
   Tensor* ffn_up = nullptr;
   Tensor* ffn_down = nullptr;
   Tensor* post_ffn_norm = nullptr;  // norm of the FFN output before the residual (Gemma)
+  // Mixture of experts instead of ffn_gate/up/down: the router [n_embd, n_expert] and the experts'
+  // matrices, one per expert along dim 2 ([n_embd, n_ff_exp, n_expert] gate and up, [n_ff_exp,
+  // n_embd, n_expert] down).
+  Tensor* ffn_gate_inp = nullptr;
+  Tensor* ffn_gate_exps = nullptr;
+  Tensor* ffn_up_exps = nullptr;
+  Tensor* ffn_down_exps = nullptr;
 };
 
 // Every weight of a model; which exist is the architecture's choice (llm/arch/).

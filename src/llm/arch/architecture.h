@@ -31,6 +31,7 @@ std::string architecture_names();
 extern const Architecture kLlamaArchitecture;
 extern const Architecture kQwen2Architecture;
 extern const Architecture kQwen3Architecture;
+extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kPhi3Architecture;
 extern const Architecture kGemma2Architecture;
 extern const Architecture kGemma3Architecture;
