@@ -100,6 +100,7 @@ Hparams read_hparams(const gguf::File& f) {
   if (h.n_vocab <= 0 || h.n_vocab > kMaxVocab)
     raise(ErrorCode::CorruptFile, "vocabulary size {} is outside [1, {}] ({}, tokenizer.ggml.tokens)",
           h.n_vocab, kMaxVocab, r.full("vocab_size"));
+  h.pooling_type = static_cast<int32_t>(r.int_or("pooling_type", -1, 0, 4));
   arch.read_hparams(r, h);
   return h;
 }
@@ -178,7 +179,8 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
     if (p != nullptr) {
       constexpr size_t kSliceBytes = size_t{1} << 20;
       const size_t block = traits(t.type).block_bytes;
-      const size_t slice = drop && file_ != nullptr ? std::max<size_t>(1, kSliceBytes / block) * block : t.nbytes();
+      const size_t slice =
+          drop && file_ != nullptr ? std::max<size_t>(1, kSliceBytes / block) * block : t.nbytes();
       for (size_t o = 0; o < t.nbytes(); o += slice) {
         const size_t n = std::min(slice, t.nbytes() - o);
         tensor_set(t, static_cast<const char*>(p) + o, o, n);
