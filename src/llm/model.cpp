@@ -108,6 +108,7 @@ Hparams read_hparams(const gguf::File& f) {
   if (h.n_vocab <= 0 || h.n_vocab > kMaxVocab)
     raise(ErrorCode::CorruptFile, "vocabulary size {} is outside [1, {}] ({}, tokenizer.ggml.tokens)",
           h.n_vocab, kMaxVocab, r.full("vocab_size"));
+  h.pooling_type = static_cast<int32_t>(r.int_or("pooling_type", -1, 0, 4));
   arch.read_hparams(r, h);
   return h;
 }

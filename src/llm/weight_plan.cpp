@@ -14,8 +14,8 @@ void WeightPlan::add_layer(int64_t il, Tensor*& slot, const char* what, int64_t 
   add(slot, fmt::format("blk.{}.{}.weight", il, what), ne0, ne1, il, optional);
 }
 
-void WeightPlan::add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0) {
-  add(slot, fmt::format("blk.{}.{}.bias", il, what), ne0, 1, il);
+void WeightPlan::add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0, bool optional) {
+  add(slot, fmt::format("blk.{}.{}.bias", il, what), ne0, 1, il, optional);
 }
 
 void WeightPlan::add_embeddings_and_output() {

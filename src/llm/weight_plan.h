@@ -41,7 +41,7 @@ class WeightPlan {
   // blk.<il>.<what>.weight (bias: .bias) of layer il.
   void add_layer(int64_t il, Tensor*& slot, const char* what, int64_t ne0, int64_t ne1 = 1,
                  bool optional = false);
-  void add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0);
+  void add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0, bool optional = false);
 
   // What most architectures share: token_embd, output_norm and output (tied to token_embd when
   // the file has none).

@@ -6,7 +6,8 @@ namespace {
 
 const Architecture* const kArchitectures[] = {
     &kLlamaArchitecture, &kQwen2Architecture,  &kQwen3Architecture, &kQwen3MoeArchitecture,
-    &kPhi3Architecture,  &kGemma2Architecture, &kGemma3Architecture};
+    &kPhi3Architecture,  &kGemma2Architecture, &kGemma3Architecture, &kBertArchitecture,
+    &kNomicBertArchitecture};
 
 }  // namespace
 
