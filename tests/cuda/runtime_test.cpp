@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -19,8 +20,10 @@
 #include "device/pool.h"
 #include "tessera/buffer.h"
 #include "tessera/context.h"
+#include "tessera/device.h"
 #include "tessera/error.h"
 #include "tessera/ops.h"
+#include "tessera/runtime_notes.h"
 
 using namespace tessera;
 using device::EventStatus;
@@ -353,4 +356,17 @@ TEST_F(CudaRuntimeTest, ADeviceHoldsTensorsAndSupportsNoOpYet) {
   std::vector<float> back(64);
   tensor_get(*a, back.data(), 0, a->nbytes());
   EXPECT_EQ(back, values);
+}
+
+// Under TESSERA_CUDA_DRIVER naming the two-device fake (ctest's seam_cuda_fake_driver), the
+// Registry holds its devices, so the seam's conformance suite runs on the CUDA runtime.
+TEST(CudaRegistry, TheDriverNamedByTheEnvironmentGivesTheRegistryItsDevices) {
+  const char* driver = std::getenv("TESSERA_CUDA_DRIVER");
+  if (driver == nullptr || std::string(driver).find("fake_cuda_devices") == std::string::npos)
+    GTEST_SKIP() << "TESSERA_CUDA_DRIVER does not name the two-device fake";
+  Device* d0 = Registry::instance().find("CUDA0");
+  ASSERT_NE(d0, nullptr);
+  EXPECT_EQ(d0->description(), "Fake GPU Alpha (sm_90, 132 SMs, PCI 0000:41:00.0, CUDA driver 12.4)");
+  EXPECT_NE(Registry::instance().find("CUDA1"), nullptr);
+  for (const auto& note : runtime_notes()) EXPECT_NE(note.runtime, "CUDA") << note.reason;
 }
