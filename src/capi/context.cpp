@@ -169,9 +169,10 @@ tessera_status tessera_embed(tessera_context* context, const int32_t* tokens, si
            "tessera_embed needs an embeddings context (tessera_context_params.embeddings)");
     if (n_tokens == 0) fail(TESSERA_INVALID_ARGUMENT, "no tokens to embed");
     require(tokens, "tokens");
-    if (pooling != TESSERA_POOLING_MEAN && pooling != TESSERA_POOLING_CLS && pooling != TESSERA_POOLING_LAST)
-      fail(TESSERA_INVALID_ARGUMENT,
-           fmt::format("pooling {} is none of mean, cls, last", static_cast<int>(pooling)));
+    const int pooling_value = tessera::capi::enum_value(pooling);
+    if (pooling_value != TESSERA_POOLING_MEAN && pooling_value != TESSERA_POOLING_CLS &&
+        pooling_value != TESSERA_POOLING_LAST)
+      fail(TESSERA_INVALID_ARGUMENT, fmt::format("pooling {} is none of mean, cls, last", pooling_value));
     const size_t row = context->row;
     *n_embd = row;
     if (embedding == nullptr || capacity < row)
