@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "device/error_slot.h"
 #include "tessera/log.h"
 
 namespace tessera::cuda {
@@ -22,22 +23,9 @@ void* vptr(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t
 // frees those when it goes.
 struct HostJob;
 struct StreamState {
-  std::mutex mutex;
-  std::exception_ptr error;
+  device::ErrorSlot errors;
+  std::mutex mutex;  // guards pending
   std::unordered_map<HostJob*, std::unique_ptr<HostJob>> pending;
-
-  void set(std::exception_ptr e) {
-    std::lock_guard lock(mutex);
-    if (!error) error = std::move(e);
-  }
-  std::exception_ptr peek() {
-    std::lock_guard lock(mutex);
-    return error;
-  }
-  std::exception_ptr take() {
-    std::lock_guard lock(mutex);
-    return std::exchange(error, nullptr);
-  }
 };
 
 struct HostJob {
@@ -51,7 +39,7 @@ void run_host_job(void* data) {
   try {
     job->fn();
   } catch (...) {
-    state->set(std::current_exception());
+    state->errors.set(std::current_exception());
   }
   // The job (and fn's captures) goes before the stream's later work, and any waiter, resumes.
   std::unique_ptr<HostJob> done;
@@ -599,7 +587,7 @@ void CudaRuntime::stream_synchronize(device::Stream& stream) {
   CudaStream& s = cu(stream);
   bind(s.device());
   const CUresult r = driver_->cuStreamSynchronize(s.stream);
-  if (auto e = s.state->take()) std::rethrow_exception(e);
+  if (auto e = s.state->errors.take()) std::rethrow_exception(e);
   check(*driver_, r, s.where, "cuStreamSynchronize");
 }
 
@@ -645,7 +633,7 @@ void CudaRuntime::event_synchronize(device::StreamEvent& event) {
   driver_->cuCtxSetCurrent(e.context);
   const CUresult r = driver_->cuEventSynchronize(e.event);
   if (e.state)
-    if (auto error = e.state->peek()) std::rethrow_exception(error);
+    if (auto error = e.state->errors.peek()) std::rethrow_exception(error);
   check(*driver_, r, e.where, "cuEventSynchronize");
 }
 
@@ -655,7 +643,7 @@ device::EventStatus CudaRuntime::event_query(device::StreamEvent& event) {
   driver_->cuCtxSetCurrent(e.context);
   const CUresult r = driver_->cuEventQuery(e.event);
   if (r == CUDA_ERROR_NOT_READY) return device::EventStatus::Pending;
-  if (r != CUDA_SUCCESS || (e.state && e.state->peek())) return device::EventStatus::Failed;
+  if (r != CUDA_SUCCESS || (e.state && e.state->errors.peek())) return device::EventStatus::Failed;
   return device::EventStatus::Complete;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "llm/jinja/text.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::llm {
@@ -64,45 +65,6 @@ bool is_cjk(uint32_t cp) {
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
-// The next code point of s at i (advancing i); a malformed sequence is one U+FFFD per byte.
-uint32_t next_code_point(std::string_view s, size_t& i) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  int len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-  if (len == 0 || i + static_cast<size_t>(len) > s.size()) {
-    ++i;
-    return 0xFFFD;
-  }
-  uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-  for (int k = 1; k < len; ++k) {
-    const auto c = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-    if ((c & 0xC0) != 0x80) {
-      ++i;
-      return 0xFFFD;
-    }
-    cp = (cp << 6) | (c & 0x3F);
-  }
-  i += static_cast<size_t>(len);
-  return cp;
-}
-
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 }  // namespace
 
 void Vocab::encode_wpm_fragment_(std::string_view text, std::vector<Token>& out) const {
@@ -114,8 +76,9 @@ void Vocab::encode_wpm_fragment_(std::string_view text, std::vector<Token>& out)
     if (word.size() > kWordStart.size()) words.push_back(word);
     word.assign(kWordStart);
   };
-  for (size_t i = 0; i < text.size();) {
-    uint32_t cp = next_code_point(text, i);
+  for (size_t i = 0, length = 0; i < text.size(); i += length) {
+    // A malformed sequence is one U+FFFD per byte (the template interpreter's UTF-8 reading).
+    uint32_t cp = jinja::decode_utf8(text, i, &length);
     if (wpm_strip_accents_) cp = nfd_first(cp);
     const int k = class_of(cp);
     if (k == kWhitespace) {
@@ -127,10 +90,10 @@ void Vocab::encode_wpm_fragment_(std::string_view text, std::vector<Token>& out)
     const uint32_t written = wpm_lowercase_ ? lower(cp) : cp;
     if (k == kPunctuation || (cp < 0x7F && k == kSymbol) || is_cjk(cp)) {
       finish_word();
-      append_utf8(written, word);
+      jinja::append_utf8(word, written);
       finish_word();
     } else {
-      append_utf8(written, word);
+      jinja::append_utf8(word, written);
     }
   }
   finish_word();
