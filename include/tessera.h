@@ -339,8 +339,8 @@ TESSERA_API tessera_status tessera_generate(tessera_context* context, tessera_sa
 /* Writes sequence seq's tokens (the n_tokens it holds, positions 0..n_tokens-1) and its K/V to a
  * file (versioned, checksummed, with the model's identity); the file is replaced atomically.
  * tokens NULL (n_tokens 0) with seq 0: the tokens tessera_generate left there. */
-TESSERA_API tessera_status tessera_state_save(const tessera_context* context, int32_t seq, const int32_t* tokens,
-                                              size_t n_tokens, const char* path);
+TESSERA_API tessera_status tessera_state_save(const tessera_context* context, int32_t seq,
+                                              const int32_t* tokens, size_t n_tokens, const char* path);
 /* Reads such a file into sequence seq (cleared first) and gives back its tokens; a later
  * tessera_generate in sequence 0 reuses them as a prefix. A file of another model, another K/V
  * type, a corrupt or truncated one is an error naming why, and the context is then unchanged.

@@ -65,6 +65,10 @@ Tensor* timestep_embedding(Context& ctx, Tensor* timesteps, int dim, int max_per
 
 // ---- matmul, masking, softmax, rope ----
 Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
+// Mixture-of-experts product (ggml's MUL_MAT_ID): as = expert weights [K, M, n_as]; b F32/F16
+// [K, B1, T]; ids I32 [n_used, T] (any strides; n_used % B1 == 0), each in [0, n_as). Result F32
+// [M, n_used, T]: dst[:, e, t] = as[:, :, ids[e, t]] b[:, e % B1, t].
+Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids);
 Tensor* diag_mask_inf(Context& ctx, Tensor* a, int n_past);
 Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, float max_bias = 0.0f);
 

@@ -23,7 +23,8 @@ struct ServerOptions {
   std::string api_key;             // non-empty: every route but /health needs "Authorization: Bearer <key>"
   std::string chat_template_file;  // empty: the model's tokenizer.chat_template
   size_t max_queue = 64;           // requests waiting for a slot; beyond, 503 at once
-  int timeout_s = 600;  // the longest a request may run, waiting for a slot included (past it: cancelled, 408)
+  int timeout_s =
+      600;  // the longest a request may run, waiting for a slot included (past it: cancelled, 408)
   // A request's head and body must arrive within this many seconds (past it: 408, closed); idle
   // keep-alive connections close after it, and so does one that stops reading an answer.
   int read_timeout_s = 10;
@@ -35,7 +36,14 @@ struct ServerOptions {
   // Origins whose web pages may call the API (CORS); "*" allows every origin. Empty: only the
   // server's own page.
   std::vector<std::string> cors_origins;
-  int64_t prompt_chunk = 128;               // prompt tokens read per step, all slots together
+  int64_t prompt_chunk = 128;  // prompt tokens read per step, all slots together
+  // Serve embeddings only (llama.cpp's --embeddings): no generation engine (and no KV cache for
+  // it); the completion routes answer 501. Encoder models (bert, nomic-bert) are always so.
+  // /v1/embeddings answers either way, on a Session of its own made on first use.
+  bool embeddings_only = false;
+  // /v1/embeddings' default pooling ("mean", "cls", "last", "none"); empty: the file's
+  // <arch>.pooling_type, else mean.
+  std::string pooling;
   // One line per request (method, path, status, tokens, ms); unset: stderr.
   std::function<void(const std::string&)> log;
 };

@@ -50,6 +50,7 @@ enum class Op : uint8_t {
   TimestepEmbedding,
   // matmul, masking, softmax, rope
   MulMat,
+  MulMatId,
   DiagMaskInf,
   SoftMax,
   Rope,

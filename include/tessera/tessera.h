@@ -19,6 +19,7 @@
 #include "tessera/op_types.h"
 #include "tessera/ops.h"
 #include "tessera/quant.h"
+#include "tessera/runtime_notes.h"
 #include "tessera/scheduler.h"
 #include "tessera/tensor.h"
 #include "tessera/version.h"

@@ -1,10 +1,12 @@
 // Contexts: a Session (KV cache, batches), the last decode's outputs, sequences, embeddings.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "capi/handles.h"
 #include "tessera/error.h"
+#include "tessera/llm/embeddings.h"
 
 using tessera::capi::fail;
 using tessera::capi::guarded;
@@ -167,37 +169,23 @@ tessera_status tessera_embed(tessera_context* context, const int32_t* tokens, si
            "tessera_embed needs an embeddings context (tessera_context_params.embeddings)");
     if (n_tokens == 0) fail(TESSERA_INVALID_ARGUMENT, "no tokens to embed");
     require(tokens, "tokens");
-    if (pooling != TESSERA_POOLING_MEAN && pooling != TESSERA_POOLING_CLS && pooling != TESSERA_POOLING_LAST)
-      fail(TESSERA_INVALID_ARGUMENT,
-           fmt::format("pooling {} is none of mean, cls, last", static_cast<int>(pooling)));
+    const int pooling_value = tessera::capi::enum_value(pooling);
+    if (pooling_value != TESSERA_POOLING_MEAN && pooling_value != TESSERA_POOLING_CLS &&
+        pooling_value != TESSERA_POOLING_LAST)
+      fail(TESSERA_INVALID_ARGUMENT, fmt::format("pooling {} is none of mean, cls, last", pooling_value));
     const size_t row = context->row;
     *n_embd = row;
     if (embedding == nullptr || capacity < row)
       fail(TESSERA_BUFFER_TOO_SMALL, fmt::format("an embedding has {} floats; the buffer holds {}", row,
                                                  embedding == nullptr ? 0 : capacity));
-    s.cache().seq_clear(0);
+    // The pooling is llm's (tessera/llm/embeddings.h); the C enum's values map by name.
+    const tessera::llm::Pooling p = pooling == TESSERA_POOLING_MEAN  ? tessera::llm::Pooling::Mean
+                                    : pooling == TESSERA_POOLING_CLS ? tessera::llm::Pooling::Cls
+                                                                     : tessera::llm::Pooling::Last;
     touched(context, 0);
-    tessera::llm::Batch b;
-    for (size_t i = 0; i < n_tokens; ++i)
-      b.add(tokens[i], static_cast<int32_t>(i), 0,
-            pooling == TESSERA_POOLING_MEAN || (pooling == TESSERA_POOLING_CLS ? i == 0 : i + 1 == n_tokens));
-    try {
-      decode_batch(context, b);
-    } catch (...) {
-      s.cache().seq_clear(0);
-      throw;
-    }
-    s.cache().seq_clear(0);
-    std::vector<double> sum(row, 0.0);
-    for (size_t o = 0; o < context->n_outputs; ++o)
-      for (size_t j = 0; j < row; ++j) sum[j] += context->outputs[o * row + j];
-    double norm = 0.0;
-    for (size_t j = 0; j < row; ++j) {
-      sum[j] /= static_cast<double>(context->n_outputs);
-      norm += sum[j] * sum[j];
-    }
-    const double scale = normalize && norm > 0.0 ? 1.0 / std::sqrt(norm) : 1.0;
-    for (size_t j = 0; j < row; ++j) embedding[j] = static_cast<float>(sum[j] * scale);
+    context->n_outputs = 0;  // the last decode's outputs are gone with its cells
+    const std::vector<float> pooled = tessera::llm::embed(s, {tokens, n_tokens}, p, normalize != 0, 0);
+    std::copy(pooled.begin(), pooled.end(), embedding);
   });
 }
 

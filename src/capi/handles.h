@@ -89,6 +89,16 @@ void copy_text(std::string_view text, char* out, size_t capacity, size_t* length
 // Likewise for token ids (no terminator).
 void copy_tokens(const std::vector<int32_t>& tokens, int32_t* out, size_t capacity, size_t* count);
 
+// The value a C caller passed for an enum, read as its bytes: any int may arrive from C, and a C++
+// load of an enum outside its enumerators' range is undefined (UBSan stops on it).
+template <class Enum>
+int enum_value(const Enum& e) noexcept {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 // A C string argument that may be NULL as "".
 inline std::string_view text_of(const char* s) { return s ? std::string_view(s) : std::string_view(); }
 

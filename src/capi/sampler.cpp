@@ -72,17 +72,18 @@ tessera_status tessera_sampler_accept(tessera_sampler* sampler, int32_t token) {
   });
 }
 
-tessera_status tessera_sampler_set_grammar(tessera_sampler* sampler, const tessera_model* model, const char* gbnf,
-                                           const char* json_schema) {
+tessera_status tessera_sampler_set_grammar(tessera_sampler* sampler, const tessera_model* model,
+                                           const char* gbnf, const char* json_schema) {
   using namespace tessera::llm;
   return guarded([&] {
     require(sampler, "sampler");
     require(model, "model");
     if ((gbnf == nullptr) == (json_schema == nullptr))
       fail(TESSERA_INVALID_ARGUMENT, "give exactly one of gbnf and json_schema");
-    std::shared_ptr<const Grammar> grammar =
-        Grammar::parse(gbnf != nullptr ? std::string(gbnf) : json_schema_to_gbnf(std::string_view(json_schema)));
-    auto matcher = std::make_unique<GrammarMatcher>(std::move(grammar), std::make_shared<const VocabTrie>(*model->vocab));
+    std::shared_ptr<const Grammar> grammar = Grammar::parse(
+        gbnf != nullptr ? std::string(gbnf) : json_schema_to_gbnf(std::string_view(json_schema)));
+    auto matcher = std::make_unique<GrammarMatcher>(std::move(grammar),
+                                                    std::make_shared<const VocabTrie>(*model->vocab));
     sampler->sampler = std::make_unique<Sampler>(sampler->options, std::move(matcher));
   });
 }

@@ -94,28 +94,28 @@ const char* tessera_version(void) { return tessera::kVersion; }
 const char* tessera_last_error(void) { return tessera::capi::last_error.c_str(); }
 
 const char* tessera_status_name(tessera_status status) {
-  switch (status) {
-    case TESSERA_OK:
+  switch (tessera::capi::enum_value(status)) {
+    case int{TESSERA_OK}:
       return "ok";
-    case TESSERA_INVALID_ARGUMENT:
+    case int{TESSERA_INVALID_ARGUMENT}:
       return "invalid argument";
-    case TESSERA_OUT_OF_MEMORY:
+    case int{TESSERA_OUT_OF_MEMORY}:
       return "out of memory";
-    case TESSERA_DEVICE_ERROR:
+    case int{TESSERA_DEVICE_ERROR}:
       return "device error";
-    case TESSERA_UNSUPPORTED:
+    case int{TESSERA_UNSUPPORTED}:
       return "unsupported";
-    case TESSERA_CORRUPT_FILE:
+    case int{TESSERA_CORRUPT_FILE}:
       return "corrupt file";
-    case TESSERA_IO_ERROR:
+    case int{TESSERA_IO_ERROR}:
       return "I/O error";
-    case TESSERA_BUFFER_TOO_SMALL:
+    case int{TESSERA_BUFFER_TOO_SMALL}:
       return "buffer too small";
-    case TESSERA_CANCELLED:
+    case int{TESSERA_CANCELLED}:
       return "cancelled";
-    case TESSERA_CONTEXT_FULL:
+    case int{TESSERA_CONTEXT_FULL}:
       return "context full";
-    case TESSERA_INTERNAL_ERROR:
+    case int{TESSERA_INTERNAL_ERROR}:
       return "internal error";
   }
   return "unknown";

@@ -586,6 +586,45 @@ void mul_mat_family(std::vector<std::unique_ptr<Case>>& out) {
   }
 }
 
+// MUL_MAT_ID: n_as experts, n_used of them per token (ids random, repeats allowed), b shared by the
+// slots (b1 = 1, as the gate and up projections of an MoE layer read it) or one row per slot (the
+// down projection); ids a view of wider rows, as the routing's top-k slice of ARGSORT is.
+void mul_mat_id_family(std::vector<std::unique_ptr<Case>>& out) {
+  auto mmid = [&](DType ta, int64_t k, int64_t m, int64_t n_as, int64_t n_used, int64_t tokens, int64_t b1,
+                  DType tb = DType::F32, bool ids_view = false) {
+    const double flops = 2.0 * k * m * n_used * tokens;
+    add(
+        out, Op::MulMatId,
+        fmt::format("MUL_MAT_ID(type_a={}, type_b={}, m={}, k={}, n_as={}, n_used={}, tokens={}, b1={}{})",
+                    tn(ta), tn(tb), m, k, n_as, n_used, tokens, b1, ids_view ? ", ids a view" : ""),
+        [=](Case& c, Context& ctx) {
+          Tensor* as = c.leaf(ctx, ta, {k, m, n_as, 1});
+          Tensor* b = c.leaf(ctx, tb, {k, b1, tokens, 1});
+          Tensor* ids;
+          if (ids_view) {
+            Tensor* wide = c.leaf(ctx, DType::I32, {n_used + 3, tokens, 1, 1}, Fill::Indices, n_as);
+            ids = ops::view(ctx, wide, {n_used, tokens, 1, 1}, wide->nb[1], wide->nb[2], wide->nb[3], 0);
+          } else {
+            ids = c.leaf(ctx, DType::I32, {n_used, tokens, 1, 1}, Fill::Indices, n_as);
+          }
+          return ops::mul_mat_id(ctx, as, b, ids);
+        },
+        flops);
+  };
+  for (DType ta : kAllDTypes) {
+    if (!op_source_types(Op::MulMatId, 0).contains(ta)) continue;
+    const int64_t bs = traits(ta).block_size;
+    const int64_t k = std::max<int64_t>(bs, 64), k2 = bs == 256 ? 512 : 96;
+    for (int64_t tokens : {1, 5, 33}) {
+      mmid(ta, k, 16, 4, 2, tokens, 1);
+      mmid(ta, k2, 33, 8, 4, tokens, 4);
+    }
+    mmid(ta, k, 9, 8, 8, 7, 1, DType::F32, true);
+    mmid(ta, k, 20, 64, 8, 70, 1);  // more tokens than experts: each expert's rows read once for many
+    mmid(ta, k, 12, 4, 2, 9, 2, DType::F16);
+  }
+}
+
 // Batch invariance: a row computed alone equals the same row inside batches of 7 and 33.
 void batch_family(std::vector<std::unique_ptr<Case>>& out) {
   auto add_batch = [&](Op op, const std::string& what, int64_t rows,
@@ -616,6 +655,28 @@ void batch_family(std::vector<std::unique_ptr<Case>>& out) {
             auto& w = (*weights)[&ctx];
             if (w == nullptr) w = c.leaf(ctx, ta, {256, 64, 1, 1});
             return ops::mul_mat(ctx, w, x);
+          },
+          [=](Case& c, Context& ctx, int64_t n) {
+            weights->erase(&ctx);
+            return c.leaf(ctx, DType::F32, {256, n, 1, 1});
+          });
+    }
+    for (DType ta : {DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+      // MoE routing as the models do it: each row's top 2 of its first 4 values pick its experts.
+      auto weights = std::make_shared<std::map<Context*, Tensor*>>();
+      add_batch(
+          Op::MulMatId, fmt::format("type_a={}, m=64, k=256, 4 experts, 2 used", tn(ta)), rows,
+          [=](Case& c, Context& ctx, Tensor* x) {
+            auto& w = (*weights)[&ctx];
+            if (w == nullptr) w = c.leaf(ctx, ta, {256, 64, 4, 1});
+            const int64_t n = x->ne[1];
+            Tensor* xc = ops::cont(ctx, x);
+            Tensor* logits =
+                ops::cont(ctx, ops::view(ctx, xc, {4, n, 1, 1}, xc->nb[1], xc->nb[2], xc->nb[3], 0));
+            Tensor* order = ops::argsort(ctx, logits, SortOrder::Descending);
+            Tensor* ids = ops::view(ctx, order, {2, n, 1, 1}, order->nb[1], order->nb[2], order->nb[3], 0);
+            Tensor* y = ops::mul_mat_id(ctx, w, ops::reshape(ctx, xc, 256, 1, n), ids);
+            return ops::reshape(ctx, y, 64 * 2, n);
           },
           [=](Case& c, Context& ctx, int64_t n) {
             weights->erase(&ctx);
@@ -687,6 +748,7 @@ std::vector<std::unique_ptr<Case>> all_cases() {
   flash_attn_family(out);
   fused_view_family(out);
   mul_mat_family(out);
+  mul_mat_id_family(out);
   batch_family(out);
   return out;
 }

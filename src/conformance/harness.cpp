@@ -159,6 +159,7 @@ uint32_t name_hash(const std::string& s) {
 double Case::max_nmse(const Tensor& node) const {
   switch (node.op) {
     case Op::MulMat:
+    case Op::MulMatId:
       return 5e-4;
     case Op::SoftMax:
     case Op::FlashAttnExt:  // another summation order and exp than the reference's doubles

@@ -34,6 +34,8 @@ const char* slot_name(Op op, size_t i) {
       return i == 1 ? "positions" : i == 2 ? "freq factors" : "a";
     case Op::GetRows:
       return i == 1 ? "indices" : "a";
+    case Op::MulMatId:
+      return i == 0 ? "as" : i == 1 ? "b" : "ids";
     case Op::Im2Col:
       return i == 0 ? "kernel" : "input";
     default:
@@ -146,6 +148,11 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
     case Op::MulMat:
       node = ops::mul_mat(ctx, leaf(src(0), {kSuperBlock, 8, 1, 1}, Fill::Uniform, 0),
                           leaf(src(1), {kSuperBlock, 3, 1, 1}, Fill::Uniform, 0));
+      break;
+    case Op::MulMatId:
+      node = ops::mul_mat_id(ctx, leaf(src(0), {kSuperBlock, 8, 4, 1}, Fill::Uniform, 0),
+                             leaf(src(1), {kSuperBlock, 1, 3, 1}, Fill::Uniform, 0),
+                             leaf(src(2), {2, 3, 1, 1}, Fill::Indices, 4));
       break;
     case Op::DiagMaskInf:
       node = ops::diag_mask_inf(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), 1);

@@ -16,6 +16,8 @@ int64_t op_batch_size(const Tensor& node) noexcept {
       return 0;
     case Op::MulMat:
       return node.src[1] != nullptr ? node.src[1]->ne[1] : 0;
+    case Op::MulMatId:  // [n_ff, experts used, tokens]
+      return node.ne[2];
     case Op::Rope:
     case Op::FlashAttnExt:  // [D_v, heads, queries, B]
       return node.ne[2];

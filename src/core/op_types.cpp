@@ -90,6 +90,8 @@ std::vector<OpTypeRule> rules_of(Op op) {
       return {rule({F32}, {})};
     case Op::MulMat:
       return {rule({F32}, {kWeights, kFloats})};
+    case Op::MulMatId:  // expert weights, b, the experts' ids
+      return {rule({F32}, {kWeights, kFloats, {I32}})};
     case Op::SoftMax:
       return {rule({F32}, {{F32}, kFloats.with_absent()})};
     case Op::FlashAttnExt:

@@ -396,6 +396,27 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b) {
   return make_node(ctx, Op::MulMat, DType::F32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}, {a, b});
 }
 
+Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids) {
+  constexpr Op op = Op::MulMatId;
+  require_not_null(op, {as, b, ids});
+  const std::initializer_list<const Tensor*> all = {as, b, ids};
+  require(as->type != DType::I32, op, all, "weights cannot be i32");
+  require(b->type == DType::F32 || b->type == DType::F16, op, all, "b must be f32 or f16");
+  require(ids->type == DType::I32, op, all, "ids must be i32");
+  require(as->ne[3] == 1, op, all, "the weights must be 3-D (one matrix per expert)");
+  require(b->ne[3] == 1, op, all, "b must be 3-D");
+  require(ids->ne[2] == 1 && ids->ne[3] == 1, op, all, "ids must be 2-D");
+  require(ids->ne[1] == b->ne[2], op, all, "ids.ne1 {} must equal b.ne2 {} (one expert list per token)",
+          ids->ne[1], b->ne[2]);
+  require(as->ne[0] == b->ne[0], op, all, "inner dimensions differ ({} vs {})", as->ne[0], b->ne[0]);
+  require(b->ne[1] > 0 && ids->ne[0] % b->ne[1] == 0, op, all, "ids.ne0 {} must be a multiple of b.ne1 {}",
+          ids->ne[0], b->ne[1]);
+  require(!is_quantized(as->type) || as->rows_contiguous(), op, all, "quantized weights need whole rows");
+  require(b->nb[0] == traits(b->type).block_bytes || as->type == DType::F32, op, all,
+          "b must have contiguous elements in dim 0");
+  return make_node(ctx, op, DType::F32, {as->ne[1], ids->ne[0], b->ne[2], 1}, {as, b, ids});
+}
+
 Tensor* diag_mask_inf(Context& ctx, Tensor* a, int n_past) {
   require_not_null(Op::DiagMaskInf, {a});
   require(a->type == DType::F32, Op::DiagMaskInf, {a}, "needs f32");

@@ -72,6 +72,8 @@ void compute_node(const ComputeContext& ctx, Tensor& node) {
       return run_generator(ctx, node);
     case Op::MulMat:
       return run_mul_mat(ctx, node);
+    case Op::MulMatId:
+      return run_mul_mat_id(ctx, node);
     case Op::DiagMaskInf:
       return run_diag_mask_inf(ctx, node);
     case Op::SoftMax:
@@ -198,6 +200,7 @@ std::vector<WeightRead> weight_reads(const std::vector<Tensor*>& nodes) {
     if (root.op == Op::None) out.push_back({i, {w->data, w->nbytes()}});
   };
   for (size_t i = 0; i < nodes.size(); ++i) {
+    // (Not MUL_MAT_ID's: a token reads a few of the experts, and which is known only when it runs.)
     if (nodes[i]->op == Op::MulMat) add(i, nodes[i]->src[0]);
     if (nodes[i]->op == Op::FlashAttnExt) {
       add(i, nodes[i]->src[1]);
@@ -258,9 +261,9 @@ void CpuBackend::compute(Graph& graph) {
     if (node->buffer != nullptr && !node->buffer->type().is_host())
       raise(ErrorCode::InvalidArgument, "CPU: node {} lives in {} memory, not host memory", node->describe(),
             node->buffer->type().name());
-    for (int k = 0; k < kMaxSources; ++k)  // only MUL_MAT reads weights in the interleaved layout
+    for (int k = 0; k < kMaxSources; ++k)  // only MUL_MAT(_ID) reads weights in the interleaved layout
       if (node->src[k] != nullptr && in_interleaved_layout(*node->src[k]) &&
-          (node->op != Op::MulMat || k != 0))
+          ((node->op != Op::MulMat && node->op != Op::MulMatId) || k != 0))
         raise(ErrorCode::Unsupported, "CPU: {} {} cannot read {}, whose rows are interleaved for MUL_MAT",
               op_name(node->op), node->describe(), node->src[k]->describe());
     ctx.n_threads = bytes_touched(*node) < min_parallel_bytes_ ? 1 : n_threads_;

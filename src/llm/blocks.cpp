@@ -20,6 +20,15 @@ Tensor* GraphBuild::kq_mask(int32_t window) {
   return t;
 }
 
+Tensor* GraphBuild::batch_mask() {
+  if (seq_mask == nullptr) {
+    seq_mask = ctx.new_tensor(DType::F32, n_tokens, n_tokens);
+    seq_mask->name = "kq_mask_batch";
+    seq_mask->flags |= kFlagInput;
+  }
+  return seq_mask;
+}
+
 Tensor* GraphBuild::select_outputs(Tensor* x) {
   const int64_t n_out = static_cast<int64_t>(out_rows.size());
   if (n_out == n_tokens) return x;
@@ -88,6 +97,35 @@ void store_kv(GraphBuild& b, int64_t il, Tensor* k, Tensor* v) {
   }
 }
 
+// Q ([hd, n_head, n_tokens]), K ([hd, n_head_kv, n_tokens]) and V ([n_embd_v_kv, n_tokens]) of the
+// normed input: one fused projection (rows Q then K then V, with its bias when it has one; the
+// heads are views into it) or three, each with its bias when it has one.
+struct Qkv {
+  Tensor *q, *k, *v;
+};
+Qkv project_qkv(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
+  const Hparams& h = b.model.hparams();
+  const int64_t hd = h.head_dim(), n_tokens = b.n_tokens;
+  auto named = GraphBuild::named;
+  Context& ctx = b.ctx;
+  if (l.wqkv != nullptr) {
+    Tensor* qkv = named(ops::mul_mat(ctx, l.wqkv, cur), "qkv", il);
+    if (l.bqkv != nullptr) qkv = named(ops::add(ctx, qkv, l.bqkv), "qkv_biased", il);
+    const size_t es = sizeof(float), row = qkv->nb[1], all = row * static_cast<size_t>(n_tokens);
+    return {ops::view(ctx, qkv, {hd, h.n_head, n_tokens, 1}, hd * es, row, all, 0),
+            ops::view(ctx, qkv, {hd, h.n_head_kv, n_tokens, 1}, hd * es, row, all,
+                      static_cast<size_t>(h.n_embd_q()) * es),
+            ops::view(ctx, qkv, {h.n_embd_v_kv(), n_tokens, 1, 1}, row, all, all,
+                      static_cast<size_t>(h.n_embd_q() + h.n_embd_kv()) * es)};
+  }
+  auto project = [&](Tensor* w, Tensor* bias, const char* what) {
+    Tensor* t = named(ops::mul_mat(ctx, w, cur), what, il);
+    return bias != nullptr ? named(ops::add(ctx, t, bias), what, il) : t;
+  };
+  return {ops::reshape(ctx, project(l.wq, l.bq, "q"), hd, h.n_head, n_tokens),
+          ops::reshape(ctx, project(l.wk, l.bk, "k"), hd, h.n_head_kv, n_tokens), project(l.wv, l.bv, "v")};
+}
+
 }  // namespace
 
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p) {
@@ -96,25 +134,7 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
                 n_kv = b.n_kv;
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
-  Tensor *q = nullptr, *k = nullptr, *v = nullptr;
-  if (l.wqkv != nullptr) {
-    // One projection, rows Q then K then V; the heads are views into it.
-    Tensor* qkv = named(ops::mul_mat(ctx, l.wqkv, cur), "qkv", il);
-    const size_t es = sizeof(float), row = qkv->nb[1], all = row * static_cast<size_t>(n_tokens);
-    q = ops::view(ctx, qkv, {hd, h.n_head, n_tokens, 1}, hd * es, row, all, 0);
-    k = ops::view(ctx, qkv, {hd, h.n_head_kv, n_tokens, 1}, hd * es, row, all,
-                  static_cast<size_t>(h.n_embd_q()) * es);
-    v = ops::view(ctx, qkv, {h.n_embd_v_kv(), n_tokens, 1, 1}, row, all, all,
-                  static_cast<size_t>(h.n_embd_q() + n_embd_kv) * es);
-  } else {
-    auto project = [&](Tensor* w, Tensor* bias, const char* what) {
-      Tensor* t = named(ops::mul_mat(ctx, w, cur), what, il);
-      return bias != nullptr ? named(ops::add(ctx, t, bias), what, il) : t;
-    };
-    q = ops::reshape(ctx, project(l.wq, l.bq, "q"), hd, h.n_head, n_tokens);
-    k = ops::reshape(ctx, project(l.wk, l.bk, "k"), hd, h.n_head_kv, n_tokens);
-    v = project(l.wv, l.bv, "v");  // [n_embd_v_kv, n_tokens]
-  }
+  auto [q, k, v] = project_qkv(b, l, il, cur);
   if (l.q_norm != nullptr) q = rms_norm(b, q, l.q_norm, h.rms_eps, "q_norm", il);
   if (l.k_norm != nullptr) k = rms_norm(b, k, l.k_norm, h.rms_eps, "k_norm", il);
   q = named(ops::rope(ctx, q, b.positions, p.freq_factors, p.rope), "q_rope", il);
@@ -143,6 +163,68 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
   return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
 }
 
+Tensor* encoder_attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p) {
+  const Hparams& h = b.model.hparams();
+  const int64_t hd_v = h.head_dim_v(), n_tokens = b.n_tokens;
+  auto named = GraphBuild::named;
+  Context& ctx = b.ctx;
+  auto [q, k, v] = project_qkv(b, l, il, cur);
+  if (p.use_rope) {
+    q = named(ops::rope(ctx, q, b.positions, p.freq_factors, p.rope), "q_rope", il);
+    k = named(ops::rope(ctx, k, b.positions, p.freq_factors, p.rope), "k_rope", il);
+  }
+  // Per head: KQ [n_tokens (keys), n_tokens (queries)], masked to the token's own sequence.
+  Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);                  // [hd, tokens, n_head]
+  Tensor* kp = ops::cont(ctx, ops::permute(ctx, k, 0, 2, 1, 3));  // [hd, tokens, n_head_kv]
+  Tensor* kq = named(ops::mul_mat(ctx, kp, qp), "kq", il);        // [tokens, tokens, n_head]
+  kq = named(ops::soft_max(ctx, kq, b.batch_mask(), p.kq_scale, 0.0f), "kq_softmax", il);
+  Tensor* v3 = ops::reshape(ctx, ops::cont(ctx, v), hd_v, h.n_head_kv, n_tokens);
+  Tensor* vt = ops::cont(ctx, ops::permute(ctx, v3, 1, 2, 0, 3));  // [tokens, hd_v, n_head_kv]
+  Tensor* kqv = named(ops::mul_mat(ctx, vt, kq), "kqv", il);       // [hd_v, tokens, n_head]
+  Tensor* merged = named(ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged", il);
+  cur = named(ops::mul_mat(ctx, l.wo, ops::reshape(ctx, merged, hd_v * h.n_head, n_tokens)), "attn_out", il);
+  if (l.bo != nullptr) cur = named(ops::add(ctx, cur, l.bo), "attn_out_biased", il);
+  return cur;
+}
+
+Tensor* gelu_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
+  auto named = GraphBuild::named;
+  Context& ctx = b.ctx;
+  Tensor* up = named(ops::mul_mat(ctx, l.ffn_up, cur), "ffn_up", il);
+  if (l.ffn_up_b != nullptr) up = named(ops::add(ctx, up, l.ffn_up_b), "ffn_up_biased", il);
+  Tensor* out = named(ops::mul_mat(ctx, l.ffn_down, named(ops::gelu(ctx, up), "ffn_act", il)), "ffn_out", il);
+  if (l.ffn_down_b != nullptr) out = named(ops::add(ctx, out, l.ffn_down_b), "ffn_out_biased", il);
+  return out;
+}
+
+Tensor* encoder(GraphBuild& b, const AttentionParams& ap) {
+  const Model& m = b.model;
+  const Hparams& h = m.hparams();
+  const ModelWeights& w = m.weights();
+  auto named = GraphBuild::named;
+  Context& ctx = b.ctx;
+  Tensor* x = named(ops::get_rows(ctx, m.token_embd(), b.tokens), "embd", -1);
+  if (w.type_embd != nullptr) {  // every token is of type 0 ("sentence A"), as llama.cpp has it
+    Tensor* type0 = ops::view(ctx, w.type_embd, {h.n_embd, 1, 1, 1}, w.type_embd->nb[1], w.type_embd->nb[1],
+                              w.type_embd->nb[1], 0);
+    x = named(ops::add(ctx, x, type0), "embd_typed", -1);
+  }
+  if (w.pos_embd != nullptr)
+    x = named(ops::add(ctx, ops::get_rows(ctx, w.pos_embd, b.positions), x), "embd_pos", -1);
+  x = layer_norm(b, x, w.tok_norm, w.tok_norm_b, h.norm_eps, "embd_norm", -1);
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    const Layer& l = m.layers()[static_cast<size_t>(il)];
+    Tensor* cur = encoder_attention(b, l, il, x, ap);
+    cur = named(ops::add(ctx, cur, x), "attn_residual", il);
+    cur = layer_norm(b, cur, l.attn_out_norm, l.attn_out_norm_b, h.norm_eps, "attn_out_norm", il);
+    Tensor* ffn_in = cur;
+    cur = l.ffn_gate != nullptr ? gated_ffn(b, l, il, cur, FfnActivation::Silu) : gelu_ffn(b, l, il, cur);
+    cur = named(ops::add(ctx, cur, ffn_in), "ffn_residual", il);
+    x = layer_norm(b, cur, l.layer_out_norm, l.layer_out_norm_b, h.norm_eps, "l_out", il);
+  }
+  return named(b.select_outputs(x), "result_embd", -1);
+}
+
 Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act) {
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
@@ -164,6 +246,40 @@ Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnAct
                il);
 }
 
+Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
+  auto named = GraphBuild::named;
+  Context& ctx = b.ctx;
+  const Hparams& h = b.model.hparams();
+  const int64_t n_embd = cur->ne[0], n_tokens = cur->ne[1], n_expert = h.n_expert, n_used = h.n_expert_used;
+  // Routing: the softmax over every expert's logit, the n_used largest, their probabilities.
+  Tensor* probs = named(ops::soft_max(ctx, ops::mul_mat(ctx, l.ffn_gate_inp, cur)), "ffn_moe_probs", il);
+  Tensor* order = ops::argsort(ctx, probs, SortOrder::Descending);
+  Tensor* selected =
+      named(ops::view(ctx, order, {n_used, n_tokens, 1, 1}, order->nb[1], order->nb[2], order->nb[3], 0),
+            "ffn_moe_topk", il);
+  Tensor* weights = ops::get_rows(ctx, ops::reshape(ctx, probs, 1, n_expert, n_tokens), selected);
+  // Renormalised to sum 1 (the sum clamped away from 0 as llama.cpp does: F16's smallest normal).
+  weights = ops::reshape(ctx, weights, n_used, n_tokens);
+  Tensor* sum = ops::clamp(ctx, ops::sum_rows(ctx, weights), 6.103515625e-5f, INFINITY);
+  weights = named(ops::reshape(ctx, ops::div(ctx, weights, sum), 1, n_used, n_tokens), "ffn_moe_weights", il);
+  // The picked experts, each on every token that picked it.
+  Tensor* x = ops::reshape(ctx, cur, n_embd, 1, n_tokens);
+  Tensor* up = named(ops::mul_mat_id(ctx, l.ffn_up_exps, x, selected), "ffn_moe_up", il);
+  Tensor* gate = named(ops::mul_mat_id(ctx, l.ffn_gate_exps, x, selected), "ffn_moe_gate", il);
+  Tensor* act = named(ops::mul(ctx, ops::silu(ctx, gate), up), "ffn_moe_gate_up", il);
+  Tensor* experts = named(ops::mul_mat_id(ctx, l.ffn_down_exps, act, selected), "ffn_moe_down", il);
+  experts = named(ops::mul(ctx, experts, weights), "ffn_moe_weighted", il);  // [n_embd, n_used, n_tokens]
+  // The sum over the used experts, in slot order.
+  const auto slot = [&](int64_t e) {
+    return ops::view(ctx, experts, {n_embd, n_tokens, 1, 1}, experts->nb[2], experts->nb[2] * n_tokens,
+                     experts->nb[2] * n_tokens, static_cast<size_t>(e) * experts->nb[1]);
+  };
+  Tensor* out = slot(0);
+  for (int64_t e = 1; e < n_used; ++e) out = ops::add(ctx, out, slot(e));
+  if (n_used == 1) out = ops::cont(ctx, out);
+  return named(out, "ffn_moe_out", il);
+}
+
 Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il) {
   Tensor* t = ops::tanh(b.ctx, ops::scale(b.ctx, x, 1.0f / c));
   return GraphBuild::named(ops::scale(b.ctx, t, c), what, il);
@@ -172,14 +288,14 @@ Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il
 Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap) {
   const Model& m = b.model;
   const Hparams& h = m.hparams();
-  Tensor* x = GraphBuild::named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd");
+  Tensor* x = GraphBuild::named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1);
   for (int64_t il = 0; il < h.n_layer; ++il) {
     const Layer& l = m.layers()[static_cast<size_t>(il)];
     Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
     cur = attention(b, l, il, cur, ap);
     x = GraphBuild::named(ops::add(b.ctx, x, cur), "attn_residual", il);
     cur = rms_norm(b, x, l.ffn_norm, h.rms_eps, "ffn_in", il);
-    cur = gated_ffn(b, l, il, cur, FfnActivation::Silu);
+    cur = l.ffn_gate_inp != nullptr ? moe_ffn(b, l, il, cur) : gated_ffn(b, l, il, cur, FfnActivation::Silu);
     x = GraphBuild::named(ops::add(b.ctx, x, cur), "l_out", il);
   }
   x = b.select_outputs(x);

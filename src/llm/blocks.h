@@ -37,9 +37,13 @@ struct GraphBuild {
   std::vector<int32_t> out_rows;                   // batch rows whose logits are wanted, ascending
   Tensor* out_ids = nullptr;                       // I32 [out_rows] when a GET_ROWS selects them
   std::vector<std::pair<int32_t, Tensor*>> masks;  // (window, F32 [n_kv, n_tokens]); 0: no window
+  // Encoders: F32 [n_tokens, n_tokens], 0 where two batch tokens share a sequence, else -inf.
+  Tensor* seq_mask = nullptr;
 
   // The KQ mask for a sliding window (0: none), made on first use.
   Tensor* kq_mask(int32_t window);
+  // The encoders' mask over the batch's own tokens (seq_mask), made on first use.
+  Tensor* batch_mask();
   // The rows of x ([n, n_tokens]) whose logits are wanted.
   Tensor* select_outputs(Tensor* x);
   // Names a node "what.il" (il < 0: "what") so that placement reports and errors are readable.
@@ -63,6 +67,7 @@ struct AttentionParams {
   float kq_scale = 1.0f;           // the scale of KQ
   float softcap = 0.0f;            // the scaled KQ s becomes softcap * tanh(s / softcap) (0: none)
   int32_t window = 0;              // sliding window in positions; 0: attend to the whole sequence
+  bool use_rope = true;            // false: positions come from elsewhere (BERT's learned ones)
 };
 
 // Self-attention of layer il over the normed input `cur` ([n_embd, n_tokens]): Q/K/V projections
@@ -72,15 +77,39 @@ struct AttentionParams {
 // output projection. The softmax attention is one FLASH_ATTN_EXT node, whatever the backend.
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
 
+// Attention of an encoder (bert, nomic-bert): Q/K/V as in attention() (fused wqkv with its bias
+// or separate with theirs), ROPE unless !p.use_rope, then every token attends to every token of its
+// own sequence in this batch (GraphBuild::batch_mask), without the KV cache: an encoder evaluates
+// each sequence whole, in one batch. Output projection with its bias when the layer has one.
+Tensor* encoder_attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
+
 enum class FfnActivation { Silu, Gelu };
 // down(act(gate cur) * up cur); with no ffn_gate, ffn_up's 2 * n_ff rows are gate then up.
 Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act);
 
+// The mixture-of-experts FFN of Mixtral and Qwen3-MoE (llama.cpp's build_moe_ffn with SILU and
+// softmax gating): probs = SOFT_MAX(ffn_gate_inp cur) over the n_expert experts; the n_expert_used
+// largest (ARGSORT descending, a VIEW of its first entries) pick the experts and their probs the
+// weights, renormalised to sum 1; each picked expert computes down(SILU(gate cur) * up cur)
+// (MUL_MAT_ID), scaled by its weight; the experts' outputs are summed.
+Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur);
+
+// The encoder stack bert and nomic-bert share: x = token embeddings (+ token type 0's embedding,
+// + the learned position embeddings when the model has them), LayerNorm; per layer
+// x = LN(x + encoder_attention(x)), x = LN(x + ffn(x)) with ffn BERT's GELU MLP with biases
+// (gelu_ffn) or, with ffn_gate, the SILU-gated one (nomic-bert); returns the wanted rows' hidden
+// states (no final norm, no logits).
+Tensor* encoder(GraphBuild& b, const AttentionParams& ap);
+
+// down(GELU(up cur + up_b)) + down_b: BERT's feed-forward (biases optional).
+Tensor* gelu_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur);
+
 // c * tanh(x / c): soft-capping of attention or output logits.
 Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il);
 
-// The pre-norm decoder that llama, qwen2, qwen3 and phi3 share: x = embeddings; per layer
-// x += attention(RMS_NORM(x) * attn_norm), x += gated_ffn(RMS_NORM(x) * ffn_norm) with SILU;
+// The pre-norm decoder that llama, qwen2, qwen3, qwen3moe and phi3 share: x = embeddings; per layer
+// x += attention(RMS_NORM(x) * attn_norm), x += gated_ffn(RMS_NORM(x) * ffn_norm) with SILU (moe_ffn
+// where the layer has a router);
 // logits = output(RMS_NORM(x) * output_norm) for the wanted rows.
 Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap);
 

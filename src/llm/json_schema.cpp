@@ -295,11 +295,15 @@ class Converter {
   // True when no value can match both branches (a sufficient test, not a complete one).
   static bool disjoint(const Shape& a, const Shape& b) {
     if (a.values && b.values) return !share_a_value(*a.values, *b.values);
-    for (const auto& [v, other] : {std::pair{&a, &b}, std::pair{&b, &a}})
+    // (No structured binding: clang 14 cannot capture one in the lambda.)
+    for (const auto& pair : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+      const Shape* v = pair.first;
+      const Shape* other = pair.second;
       if (v->values && !other->types.empty() &&
           std::none_of(v->values->begin(), v->values->end(),
-                       [&](const Json& x) { return other->types.count(kind_of(x)) > 0; }))
+                       [other](const Json& x) { return other->types.count(kind_of(x)) > 0; }))
         return true;
+    }
     if (!a.types.empty() && !b.types.empty() &&
         std::none_of(a.types.begin(), a.types.end(),
                      [&](const std::string& t) { return b.types.count(t) > 0; }))

@@ -74,6 +74,14 @@ Hparams read_hparams(const gguf::File& f) {
     raise(ErrorCode::CorruptFile, "hyperparameter {} = {} must be even", r.full("rope.dimension_count"),
           h.n_rot);
   h.rope_freq_base = r.float_or("rope.freq_base", 10000.0f, 1e-3f, 1e30f);
+  // Mixture of experts (llama's Mixtral, qwen3moe): the experts' width is the architecture's to read.
+  h.n_expert = r.int_or("expert_count", 0, 0, kMaxHeads);
+  h.n_expert_used = r.int_or("expert_used_count", h.n_expert > 0 ? 1 : 0, 0, kMaxHeads);
+  if (h.n_expert > 0 && (h.n_expert_used < 1 || h.n_expert_used > h.n_expert))
+    raise(ErrorCode::CorruptFile, "hyperparameters: {} = {} must be in [1, {} = {}]",
+          r.full("expert_used_count"), h.n_expert_used, r.full("expert_count"), h.n_expert);
+  if (h.n_expert == 0) h.n_expert_used = 0;
+  h.n_ff_exp = h.n_ff;
   h.rms_eps = r.float_or("attention.layer_norm_rms_epsilon", 1e-5f, 0.0f, 1.0f);
   h.rope_n_ctx_orig = h.n_ctx_train;
   if (r.has("rope.scaling.type")) {
@@ -100,6 +108,7 @@ Hparams read_hparams(const gguf::File& f) {
   if (h.n_vocab <= 0 || h.n_vocab > kMaxVocab)
     raise(ErrorCode::CorruptFile, "vocabulary size {} is outside [1, {}] ({}, tokenizer.ggml.tokens)",
           h.n_vocab, kMaxVocab, r.full("vocab_size"));
+  h.pooling_type = static_cast<int32_t>(r.int_or("pooling_type", -1, 0, 4));
   arch.read_hparams(r, h);
   return h;
 }
@@ -178,7 +187,8 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
     if (p != nullptr) {
       constexpr size_t kSliceBytes = size_t{1} << 20;
       const size_t block = traits(t.type).block_bytes;
-      const size_t slice = drop && file_ != nullptr ? std::max<size_t>(1, kSliceBytes / block) * block : t.nbytes();
+      const size_t slice =
+          drop && file_ != nullptr ? std::max<size_t>(1, kSliceBytes / block) * block : t.nbytes();
       for (size_t o = 0; o < t.nbytes(); o += slice) {
         const size_t n = std::min(slice, t.nbytes() - o);
         tensor_set(t, static_cast<const char*>(p) + o, o, n);
@@ -266,16 +276,18 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       if (spec.optional) continue;
       raise(ErrorCode::CorruptFile, "{}: tensor {} is missing", path, spec.name);
     }
-    const std::array<int64_t, 4> want{spec.ne[0], spec.ne[1], 1, 1};
+    const std::array<int64_t, 4> want{spec.ne[0], spec.ne[1], spec.ne[2], 1};
     if (info->ne != want)
-      raise(ErrorCode::CorruptFile, "{}: tensor {} has shape [{}, {}, {}, {}], expected [{}, {}]", path,
-            info->name, info->ne[0], info->ne[1], info->ne[2], info->ne[3], spec.ne[0], spec.ne[1]);
+      raise(ErrorCode::CorruptFile, "{}: tensor {} has shape [{}, {}, {}, {}], expected [{}, {}{}]", path,
+            info->name, info->ne[0], info->ne[1], info->ne[2], info->ne[3], spec.ne[0], spec.ne[1],
+            spec.ne[2] == 1 ? std::string() : fmt::format(", {}", spec.ne[2]));
     if (!info->type)
       raise(ErrorCode::Unsupported,
             "{}: tensor {} has type {} (ggml id {}), which Tessera cannot compute with", path, info->name,
             info->type_name(), info->type_id);
     const DType t = *info->type;
-    if (spec.ne[1] == 1 && t != DType::F32)  // norms, biases and factors are read as F32 operands
+    if (spec.ne[1] == 1 && spec.ne[2] == 1 &&
+        t != DType::F32)  // norms, biases and factors are read as F32 operands
       raise(ErrorCode::Unsupported, "{}: tensor {} has type {} where F32 was expected", path, info->name,
             tessera::name(t));
     if (!is_weight_type(t))
@@ -287,7 +299,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 
   std::unordered_map<const Tensor*, const gguf::TensorInfo*> source;
   for (const Found& x : found) {
-    Tensor* t = m->ctx_.new_tensor(*x.info->type, x.spec->ne[0], x.spec->ne[1]);
+    Tensor* t = m->ctx_.new_tensor(*x.info->type, x.spec->ne[0], x.spec->ne[1], x.spec->ne[2]);
     t->name = x.spec->name;
     t->flags |= kFlagWeight;
     if (x.info->name != x.spec->name) {

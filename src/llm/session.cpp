@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "arch/architecture.h"
@@ -32,6 +33,11 @@ Session::Session(const Model& model, const SessionOptions& options)
   if (n_ctx <= 0) raise(ErrorCode::InvalidArgument, "context size must be positive, got {}", n_ctx);
   if (options_.n_batch <= 0)
     raise(ErrorCode::InvalidArgument, "batch size must be positive, got {}", options_.n_batch);
+  if (h.encoder && !options_.embeddings)
+    raise(ErrorCode::Unsupported,
+          "'{}' is an embedding model: it computes no logits, only embeddings (SessionOptions::embeddings, "
+          "tessera embed, the server's /v1/embeddings)",
+          h.arch);
   if (options_.kv_pad <= 0)
     raise(ErrorCode::InvalidArgument, "KV padding must be positive, got {}", options_.kv_pad);
   cache_ = std::make_unique<KvCache>(model, n_ctx, options_.kv_type);
@@ -73,6 +79,10 @@ void Session::validate(const Batch& b) const {
 
 const std::vector<float>& Session::decode(const Batch& batch) {
   validate(batch);
+  if (model_.hparams().encoder && static_cast<int64_t>(batch.size()) > options_.n_batch)
+    raise(ErrorCode::InvalidArgument,
+          "{} tokens are more than the batch of {}: an encoder sees each sequence whole, in one batch",
+          batch.size(), options_.n_batch);
   if (cache_->needs_k_shift()) apply_k_shift();
   logits_.clear();
   std::vector<float> part;
@@ -132,8 +142,14 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
   std::vector<Tensor*> inputs{b.tokens, b.positions};
   if (b.out_ids != nullptr) inputs.push_back(b.out_ids);
   for (const auto& [window, mask] : b.masks) inputs.push_back(mask);
+  if (b.seq_mask != nullptr) inputs.push_back(b.seq_mask);
   place_inputs(inputs);
   std::memcpy(b.tokens->data, batch.tokens.data() + start, n * sizeof(int32_t));
+  if (b.seq_mask != nullptr) {  // an encoder's tokens see their own sequence's, in this batch
+    auto* m = static_cast<float*>(b.seq_mask->data);
+    for (size_t q = 0; q < n; ++q)
+      for (size_t k = 0; k < n; ++k) m[q * n + k] = seqs[q] == seqs[k] ? 0.0f : -INFINITY;
+  }
   std::memcpy(b.positions->data, pos.data(), n * sizeof(int32_t));
   if (b.out_ids != nullptr)
     std::memcpy(b.out_ids->data, b.out_rows.data(), b.out_rows.size() * sizeof(int32_t));
@@ -166,6 +182,7 @@ void Session::reserve(int64_t n_outputs) {
   std::vector<Tensor*> inputs{b.tokens, b.positions};
   if (b.out_ids != nullptr) inputs.push_back(b.out_ids);
   for (const auto& [window, mask] : b.masks) inputs.push_back(mask);
+  if (b.seq_mask != nullptr) inputs.push_back(b.seq_mask);
   place_inputs(inputs);
   input_buffer_->clear(0);  // resident now, like the scheduler's buffers
   scheduler_->reserve(graph);

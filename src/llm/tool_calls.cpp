@@ -217,7 +217,8 @@ std::string tool_call_gbnf(ToolCallSyntax syntax, const Json& tools, std::string
 size_t ToolCallStream::safe_end() const {
   switch (syntax_) {
     case ToolCallSyntax::Hermes:
-      return hermes_hold(text_);
+      // What went out holds no tag nor a tag's beginning: look only after it.
+      return emitted_ + hermes_hold(std::string_view(text_).substr(emitted_));
     case ToolCallSyntax::Llama3:
     case ToolCallSyntax::Mistral: {
       // A call is the whole reply: held while the reply could still be one.

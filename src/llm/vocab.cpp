@@ -33,7 +33,8 @@ int parse_byte_text(std::string_view text) {
 
 bool is_hidden_special(TokenType type) { return type == TokenType::Control || type == TokenType::Unknown; }
 
-// Texts of end-of-turn tokens, in the order an EOT id is chosen when the file names none.
+// Texts of end-of-turn tokens, in the order an EOT id is chosen when the file names none
+// (llama.cpp's list, as of the peer's sources).
 constexpr std::string_view kEndOfTurnTexts[] = {
     "<|eot_id|>",
     "<|im_end|>",
@@ -43,17 +44,48 @@ constexpr std::string_view kEndOfTurnTexts[] = {
     "<|end_of_text|>",
     "<EOT>",
     "_<EOT>",
+    "[EOT]",
     "<\xEF\xBD\x9C"  // DeepSeek's <｜end▁of▁sentence｜>
     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
     "<end_of_utterance>",
 };
 // Every text that ends generation (llama.cpp's list, with the FIM pad/repo/file separators that
-// end a fill-in-the-middle completion).
+// end a fill-in-the-middle completion). A token with one of these texts is a control token
+// whatever the file says: it neither prints nor can be written in plain text (Phi-3's "</s>" is
+// user-defined in its file; llama.cpp retypes it the same way).
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>",  "<|im_end|>", "<|end|>",    "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>",  "<EOT>",      "_<EOT>",     "<|end_of_text|>", "<end_of_utterance>",
-    "<|fim_pad|>", "<fim-pad>",  "<fim_pad>",  "<|fim_repo|>",    "<|repo_name|>",
-    "<fim-repo>",  "<REPO>",     "<reponame>", "<|file_sep|>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\xEF\xBD\x9C"  // <｜end▁of▁sentence｜>
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "[e~[",
+    "<|fim_pad|>",
+    "<fim-pad>",
+    "<fim_pad>",
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+    "<|file_sep|>",
 };
 
 // The constructor from plain vectors builds SentencePiece vocabularies only: BPE needs merges.
@@ -89,14 +121,16 @@ Vocab::Vocab(AnyModel, std::string_view model, std::vector<std::string> tokens, 
              std::vector<TokenType> types, SpecialTokens special)
     : model_(model),
       byte_level_(model == "gpt2"),
+      wordpiece_(model == "bert"),
       tokens_(std::move(tokens)),
       scores_(std::move(scores)),
       types_(std::move(types)),
       special_(special),
       index_(std::make_unique<Index>()) {
-  if (model_ != "llama" && !byte_level_) {
+  if (model_ != "llama" && !byte_level_ && !wordpiece_) {
     raise(ErrorCode::Unsupported,
-          "tokenizer model '{}' is not supported (only 'llama', SentencePiece, and 'gpt2', byte-level BPE)",
+          "tokenizer model '{}' is not supported (only 'llama', SentencePiece, 'gpt2', byte-level BPE, and "
+          "'bert', WordPiece)",
           model_);
   }
   const size_t n = tokens_.size();
@@ -119,6 +153,15 @@ Vocab::Vocab(AnyModel, std::string_view model, std::vector<std::string> tokens, 
   check_special(special_.unk, "unknown");
   check_special(special_.eot, "end-of-turn");
   check_special(special_.eom, "end-of-message");
+  check_special(special_.sep, "separator");
+  if (wordpiece_) {
+    special_.add_space_prefix = false;
+    wpm_lowercase_ = special_.lowercase;
+    wpm_strip_accents_ = special_.strip_accents;
+    if (special_.bos == kNoToken || special_.sep == kNoToken)
+      raise(ErrorCode::InvalidArgument, "a WordPiece vocabulary needs [CLS] (BOS) and [SEP] token ids");
+    for (const std::string& t : tokens_) max_token_len_ = std::max(max_token_len_, t.size());
+  }
   if (special_.add_bos && special_.bos == kNoToken) {
     raise(ErrorCode::InvalidArgument, "vocabulary asks to add BOS but has no BOS token");
   }
@@ -172,9 +215,11 @@ void Vocab::find_end_of_generation_() {
   }
   if (special_.eom == kNoToken) special_.eom = find("<|eom_id|>");
   std::vector<Token> ids;
+  // A vocabulary with Gemma 4's <|tool_response> uses "</s>" as text, not as an end.
+  const bool s_is_text = find("<|tool_response>") != kNoToken;
   for (const std::string_view text : kEndOfGenerationTexts) {
     const Token id = find(text);
-    if (id == kNoToken) continue;
+    if (id == kNoToken || (s_is_text && text == "</s>")) continue;
     ids.push_back(id);
     // A stop token must neither print nor be forged by plain text (llama.cpp retypes them too).
     types_[size_t(id)] = TokenType::Control;
@@ -197,10 +242,12 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
     raise(ErrorCode::InvalidArgument, "{}: no tokenizer (tokenizer.ggml.model is missing)", file.source());
   const std::string& name = file.get_string("tokenizer.ggml.model");
   const bool bpe = name == "gpt2";
-  if (name != "llama" && !bpe) {
+  const bool wpm = name == "bert";
+  if (name != "llama" && !bpe && !wpm) {
     raise(
         ErrorCode::Unsupported,
-        "{}: tokenizer model '{}' is not supported (only 'llama', SentencePiece, and 'gpt2', byte-level BPE)",
+        "{}: tokenizer model '{}' is not supported (only 'llama', SentencePiece, 'gpt2', byte-level BPE, and "
+        "'bert', WordPiece)",
         file.source(), name);
   }
   std::vector<std::string> tokens = file.get_string_array("tokenizer.ggml.tokens");
@@ -228,6 +275,13 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
   }
 
   SpecialTokens special;
+  if (wpm) {  // llama.cpp's WordPiece defaults: BERT's ids
+    special.bos = 101;
+    special.eos = kNoToken;
+    special.unk = 100;
+    special.sep = 102;
+    special.add_space_prefix = false;
+  }
   if (bpe) {  // llama.cpp's BPE defaults; add_bos follows the pre-tokenizer kind (below)
     special.bos = special.eos = special.unk = kNoToken;
     special.add_bos = false;
@@ -254,13 +308,19 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
   read_id("tokenizer.ggml.unknown_token_id", special.unk);
   read_id("tokenizer.ggml.eot_token_id", special.eot);
   read_id("tokenizer.ggml.eom_token_id", special.eom);
+  if (wpm) read_id("tokenizer.ggml.seperator_token_id", special.sep);
   auto read_flag = [&](std::string_view key, bool& flag) {
     if (file.find(key) != nullptr) flag = file.get_bool(key);
   };
   bool add_bos_given = file.find("tokenizer.ggml.add_bos_token") != nullptr;
   read_flag("tokenizer.ggml.add_bos_token", special.add_bos);
   read_flag("tokenizer.ggml.add_eos_token", special.add_eos);
-  if (!bpe) read_flag("tokenizer.ggml.add_space_prefix", special.add_space_prefix);
+  if (!bpe && !wpm) read_flag("tokenizer.ggml.add_space_prefix", special.add_space_prefix);
+  if (wpm) {
+    read_flag("tokenizer.ggml.normalizer.lowercase", special.lowercase);
+    special.strip_accents = special.lowercase;
+    read_flag("tokenizer.ggml.normalizer.strip_accents", special.strip_accents);
+  }
   try {
     if (bpe) {
       if (!add_bos_given) special.add_bos = PreTokenizer::for_name(pre).add_bos();
@@ -380,7 +440,8 @@ std::vector<Token> Vocab::encode_(std::string_view text, bool add_special, bool 
   }
 
   std::vector<Token> out;
-  if (add_special && special_.add_bos) out.push_back(special_.bos);
+  // WordPiece always frames the text in [CLS] ... [SEP] (llama.cpp ignores add_bos_token there).
+  if (add_special && (special_.add_bos || wordpiece_)) out.push_back(special_.bos);
   bool after_special = true;  // the text's start counts as following a special token
   for (const Fragment& f : fragments) {
     if (f.token != kNoToken) {
@@ -391,12 +452,15 @@ std::vector<Token> Vocab::encode_(std::string_view text, bool add_special, bool 
     const std::string_view piece = text.substr(f.offset, f.length);
     if (byte_level_) {
       encode_bpe_fragment_(piece, out);
+    } else if (wordpiece_) {
+      encode_wpm_fragment_(piece, out);
     } else {
       encode_spm_fragment_(piece, special_.add_space_prefix && after_special, out);
     }
     after_special = false;
   }
-  if (add_special && special_.add_eos) out.push_back(special_.eos);
+  if (add_special && special_.add_eos && !wordpiece_) out.push_back(special_.eos);
+  if (add_special && wordpiece_) out.push_back(special_.sep);
   return out;
 }
 

@@ -6,7 +6,7 @@ namespace tessera::llm {
 
 void WeightPlan::add(Tensor*& slot, std::string name, int64_t ne0, int64_t ne1, int64_t where, bool optional,
                      std::string fallback) {
-  specs_.push_back({std::move(name), {ne0, ne1}, &slot, where, optional, std::move(fallback)});
+  specs_.push_back({std::move(name), {ne0, ne1, 1}, &slot, where, optional, std::move(fallback)});
 }
 
 void WeightPlan::add_layer(int64_t il, Tensor*& slot, const char* what, int64_t ne0, int64_t ne1,
@@ -14,8 +14,8 @@ void WeightPlan::add_layer(int64_t il, Tensor*& slot, const char* what, int64_t 
   add(slot, fmt::format("blk.{}.{}.weight", il, what), ne0, ne1, il, optional);
 }
 
-void WeightPlan::add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0) {
-  add(slot, fmt::format("blk.{}.{}.bias", il, what), ne0, 1, il);
+void WeightPlan::add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0, bool optional) {
+  add(slot, fmt::format("blk.{}.{}.bias", il, what), ne0, 1, il, optional);
 }
 
 void WeightPlan::add_embeddings_and_output() {
@@ -39,6 +39,19 @@ void WeightPlan::add_gated_ffn(int64_t il) {
   add_layer(il, l.ffn_gate, "ffn_gate", h_.n_embd, h_.n_ff);
   add_layer(il, l.ffn_up, "ffn_up", h_.n_embd, h_.n_ff);
   add_layer(il, l.ffn_down, "ffn_down", h_.n_ff, h_.n_embd);
+}
+
+void WeightPlan::add_moe_ffn(int64_t il, int64_t n_ff_exp) {
+  Layer& l = layer(il);
+  add_layer(il, l.ffn_norm, "ffn_norm", h_.n_embd);
+  add_layer(il, l.ffn_gate_inp, "ffn_gate_inp", h_.n_embd, h_.n_expert);
+  const auto experts = [&](Tensor*& slot, const char* what, int64_t ne0, int64_t ne1) {
+    specs_.push_back(
+        {fmt::format("blk.{}.{}.weight", il, what), {ne0, ne1, h_.n_expert}, &slot, il, false, {}});
+  };
+  experts(l.ffn_gate_exps, "ffn_gate_exps", h_.n_embd, n_ff_exp);
+  experts(l.ffn_up_exps, "ffn_up_exps", h_.n_embd, n_ff_exp);
+  experts(l.ffn_down_exps, "ffn_down_exps", n_ff_exp, h_.n_embd);
 }
 
 void WeightPlan::add_post_norms(int64_t il) {

@@ -17,7 +17,7 @@ enum WeightPlacement : int64_t { kPlaceInput = -1, kPlaceOutput = -2, kPlaceEver
 
 struct WeightSpec {
   std::string name;
-  std::array<int64_t, 2> ne{1, 1};  // ne1 == 1: a 1-D weight (norms, biases, factors), F32
+  std::array<int64_t, 3> ne{1, 1, 1};  // ne1 == ne2 == 1: a 1-D weight (norms, biases, factors), F32
   Tensor** slot = nullptr;
   int64_t where = kPlaceInput;  // a layer index or a WeightPlacement
   bool optional = false;        // absent from the file: the slot stays nullptr
@@ -41,7 +41,7 @@ class WeightPlan {
   // blk.<il>.<what>.weight (bias: .bias) of layer il.
   void add_layer(int64_t il, Tensor*& slot, const char* what, int64_t ne0, int64_t ne1 = 1,
                  bool optional = false);
-  void add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0);
+  void add_layer_bias(int64_t il, Tensor*& slot, const char* what, int64_t ne0, bool optional = false);
 
   // What most architectures share: token_embd, output_norm and output (tied to token_embd when
   // the file has none).
@@ -49,6 +49,8 @@ class WeightPlan {
   // attn_norm, attn_q/k/v, attn_output; ffn_norm, ffn_gate/up/down: the llama layer's weights.
   void add_attention(int64_t il);
   void add_gated_ffn(int64_t il);
+  // ffn_norm, the router ffn_gate_inp and the experts ffn_gate/up/down_exps, each n_ff_exp wide.
+  void add_moe_ffn(int64_t il, int64_t n_ff_exp);
   // post_attention_norm and post_ffw_norm (Gemma).
   void add_post_norms(int64_t il);
 

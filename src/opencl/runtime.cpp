@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/env.h"
+#include "device/error_slot.h"
 #include "tessera/log.h"
 
 namespace tessera::opencl {
@@ -115,23 +116,7 @@ void warn_unmatched(const std::string& filter, const std::vector<std::string>& l
   }
 }
 
-// The first error raised by a stream's host functions (kept until stream_synchronize takes it).
-struct ErrorSlot {
-  std::mutex mutex;
-  std::exception_ptr error;
-  void set(std::exception_ptr e) {
-    std::lock_guard lock(mutex);
-    if (!error) error = std::move(e);
-  }
-  std::exception_ptr peek() {
-    std::lock_guard lock(mutex);
-    return error;
-  }
-  std::exception_ptr take() {
-    std::lock_guard lock(mutex);
-    return std::exchange(error, nullptr);
-  }
-};
+using device::ErrorSlot;
 
 struct HostJob {
   std::function<void()> fn;

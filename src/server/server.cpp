@@ -20,6 +20,7 @@
 #include "server/access.h"
 #include "server/api.h"
 #include "server/chat.h"
+#include "server/embeddings.h"
 #include "server/listener.h"
 #include "server/page.h"
 #include "tessera/error.h"
@@ -94,7 +95,9 @@ struct Server::Impl {
   std::unique_ptr<llm::Model> model;
   std::optional<llm::Vocab> vocab;
   std::optional<ChatFormatter> chat;
-  std::unique_ptr<llm::Engine> engine;
+  std::unique_ptr<llm::Engine> engine;  // nullptr: embeddings only
+  std::unique_ptr<Embedder> embedder;
+  llm::Pooling pooling = llm::Pooling::Mean;  // /v1/embeddings' default
   std::string model_name;
 
   std::mutex metrics_mutex;
@@ -119,6 +122,18 @@ struct Server::Impl {
   void require_model() const {
     if (!ready.load()) fail(503, "the model is loading", "loading", "server_error");
   }
+  void require_engine() const {
+    require_model();
+    if (!engine)
+      fail(501,
+           model->hparams().encoder
+               ? fmt::format(
+                     "the model ('{}') is an embedding model: it generates nothing (use /v1/embeddings)",
+                     model->hparams().arch)
+               : std::string("the server was started with --embeddings: it serves /v1/embeddings only"),
+           "not_supported", "not_supported_error");
+  }
+  void embeddings(const HttpRequest& req, const Reply& reply);
 };
 
 namespace {
@@ -324,13 +339,24 @@ void Server::Impl::load() {
     model = llm::Model::load(opt.model_path, lo);
     vocab.emplace(llm::Vocab::from_gguf(*model->file()));
     chat.emplace(ChatFormatter::create(*model->file(), *vocab, opt.chat_template_file));
-    llm::EngineOptions eo;
-    eo.n_slots = opt.n_slots;
-    eo.n_ctx = opt.n_ctx;
-    eo.n_threads = opt.n_threads;
-    eo.max_queue = opt.max_queue;
-    eo.prompt_chunk = opt.prompt_chunk;
-    engine = std::make_unique<llm::Engine>(*model, *vocab, eo);
+    pooling = llm::default_pooling(*model);
+    if (!opt.pooling.empty()) {
+      const auto p = llm::parse_pooling(opt.pooling);
+      if (!p)
+        tessera::raise(ErrorCode::InvalidArgument, "pooling '{}' is none of mean, cls, last, none",
+                       opt.pooling);
+      pooling = *p;
+    }
+    if (!opt.embeddings_only && !model->hparams().encoder) {
+      llm::EngineOptions eo;
+      eo.n_slots = opt.n_slots;
+      eo.n_ctx = opt.n_ctx;
+      eo.n_threads = opt.n_threads;
+      eo.max_queue = opt.max_queue;
+      eo.prompt_chunk = opt.prompt_chunk;
+      engine = std::make_unique<llm::Engine>(*model, *vocab, eo);
+    }
+    embedder = std::make_unique<Embedder>(*model, opt.n_threads, opt.max_queue);
     model_name = std::filesystem::path(opt.model_path).filename().string();
     ready.store(true);
   } catch (...) {
@@ -452,6 +478,38 @@ void Server::Impl::generate(const HttpRequest& req, const Reply& reply, std::vec
   answer->start(Clock::now() + std::chrono::seconds(opt.timeout_s));
 }
 
+void Server::Impl::embeddings(const HttpRequest& req, const Reply& reply) {
+  require_model();
+  const json body = parse_body(req.body);
+  EmbeddingRequest r =
+      parse_embeddings(body, *vocab, model->hparams().n_embd, embedder->max_tokens_per_input(), pooling);
+  // The worker evaluates; the answer is written from its thread (Exchange::respond may be called
+  // from any thread). A client that leaves stops what is left of its inputs.
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  reply.exchange->on_gone([cancelled] { cancelled->store(true); });
+  const int64_t n_embd = model->hparams().n_embd;
+  const int64_t tokens = r.total_tokens;
+  const bool base64 = r.base64;
+  const bool submitted = embedder->submit(
+      std::move(r.inputs), r.pooling, cancelled,
+      [reply, n_embd, tokens, base64, name = model_name, cancelled](Embedder::Result result) {
+        Exchange& ex = *reply.exchange;
+        ex.log_tokens(static_cast<int>(tokens));
+        if (cancelled->load()) {
+          ex.log_status(499);
+          return ex.respond({499, "", "", {}});
+        }
+        if (!result.error.empty())
+          return reply.error({500, result.error, "server_error", "embedding_failed"});
+        try {
+          reply.text(200, "application/json", embeddings_body(result.vectors, n_embd, base64, name, tokens));
+        } catch (const ApiError& e) {
+          reply.error(e);
+        }
+      });
+  if (!submitted) fail(503, "the server is busy: the embeddings queue is full", "queue_full", "server_error");
+}
+
 std::string Server::Impl::metrics_text() {
   std::string out;
   out += "# HELP tessera_requests_total HTTP requests answered, by status.\n";
@@ -461,6 +519,7 @@ std::string Server::Impl::metrics_text() {
     for (const auto& [status, n] : requests_by_status)
       out += fmt::format("tessera_requests_total{{status=\"{}\"}} {}\n", status, n);
   }
+  if (!engine) return out;
   const llm::EngineStats s = engine->stats();
   auto metric = [&](const char* name, const char* type, const char* help, auto value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
@@ -497,18 +556,20 @@ void Server::Impl::install_routes() {
                     }});
   routes.push_back({"/v1/models", {"GET"}, false, [this](const HttpRequest&, const Reply& reply) {
                       require_model();
-                      reply.json_body(200, {{"object", "list"},
-                                            {"data", json::array({{{"id", model_name},
-                                                                   {"object", "model"},
-                                                                   {"created", unix_time()},
-                                                                   {"owned_by", "tessera"},
-                                                                   {"meta",
-                                                                    {{"n_ctx_slot", engine->slot_ctx()},
-                                                                     {"n_slots", engine->n_slots()},
-                                                                     {"n_vocab", vocab->size()}}}}})}});
+                      reply.json_body(
+                          200, {{"object", "list"},
+                                {"data", json::array({{{"id", model_name},
+                                                       {"object", "model"},
+                                                       {"created", unix_time()},
+                                                       {"owned_by", "tessera"},
+                                                       {"meta",
+                                                        {{"n_ctx_slot", engine ? engine->slot_ctx() : 0},
+                                                         {"n_slots", engine ? engine->n_slots() : 0},
+                                                         {"n_vocab", vocab->size()},
+                                                         {"n_embd", model->hparams().n_embd}}}}})}});
                     }});
   routes.push_back({"/v1/completions", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
-                      require_model();
+                      require_engine();
                       const json body = parse_body(req.body);
                       GenerationRequest g = parse_generation(body, false, vocab->size(), req.body);
                       std::vector<llm::Token> prompt = prompt_tokens(body, *vocab);
@@ -516,7 +577,7 @@ void Server::Impl::install_routes() {
                     }});
   routes.push_back(
       {"/v1/chat/completions", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
-         require_model();
+         require_engine();
          const json body = parse_body(req.body);
          GenerationRequest g = parse_generation(body, true, vocab->size(), req.body);
          // Tools reach the template (as `tools`) and the reply is read for calls in the template's
@@ -545,6 +606,9 @@ void Server::Impl::install_routes() {
          std::vector<llm::Token> prompt = chat->prompt(chat_messages(body), variables);
          generate(req, reply, std::move(prompt), g, true, syntax);
        }});
+  routes.push_back({"/v1/embeddings", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
+                      embeddings(req, reply);
+                    }});
   routes.push_back({"/tokenize", {"POST"}, false, [this](const HttpRequest& req, const Reply& reply) {
                       require_model();
                       const json body = parse_body(req.body);
@@ -639,6 +703,7 @@ void Server::stop() {
   if (s.loader.joinable()) s.loader.join();
   // Generations end first (their answers are queued), then the connections and threads stop.
   if (s.engine) s.engine->shutdown();
+  if (s.embedder) s.embedder->shutdown();
   s.http->stop();
 }
 

@@ -14,14 +14,14 @@
 static int failures = 0;
 static int checks = 0;
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    ++checks;                                                                         \
-    if (!(cond)) {                                                                    \
-      ++failures;                                                                     \
-      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, \
-              #cond, tessera_last_error());                                           \
-    }                                                                                 \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    ++checks;                                                                                  \
+    if (!(cond)) {                                                                             \
+      ++failures;                                                                              \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              tessera_last_error());                                                           \
+    }                                                                                          \
   } while (0)
 #define CHECK_OK(call) CHECK((call) == TESSERA_OK)
 
@@ -192,8 +192,8 @@ static void test_tokens(const tessera_model* m) {
 /* The CLI's greedy continuation of kPrompt (its stdout is the prompt, the text, a newline). */
 static int cli_greedy(int n, char* out, size_t cap) {
   char command[9000];
-  snprintf(command, sizeof command, "'%s' run -m '%s' -p '%s' -n %d --temp 0 -t 1 -c 256 2>/dev/null", cli_path,
-           model_path, kPrompt, n);
+  snprintf(command, sizeof command, "'%s' run -m '%s' -p '%s' -n %d --temp 0 -t 1 -c 256 2>/dev/null",
+           cli_path, model_path, kPrompt, n);
   FILE* f = popen(command, "r");
   if (!f) return 0;
   size_t len = fread(out, 1, cap - 1, f);
@@ -402,11 +402,13 @@ static void test_chat(const tessera_model* m) {
   CHECK(strcmp(text, expected) == 0);
   CHECK(length == strlen(expected));
   /* stories260K has no template of its own. */
-  CHECK(tessera_chat_apply_template(m, NULL, msgs, 2, 1, text, sizeof text, &length) == TESSERA_INVALID_ARGUMENT);
+  CHECK(tessera_chat_apply_template(m, NULL, msgs, 2, 1, text, sizeof text, &length) ==
+        TESSERA_INVALID_ARGUMENT);
   CHECK(strstr(tessera_last_error(), "no chat template") != NULL);
-  CHECK_OK(tessera_chat_apply_template_json(m, "{{ bos_token }}{{ messages[0].content[0].text }}{{ greeting }}",
-                                            "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]",
-                                            "{\"greeting\":\"!\"}", 0, text, sizeof text, &length));
+  CHECK_OK(tessera_chat_apply_template_json(
+      m, "{{ bos_token }}{{ messages[0].content[0].text }}{{ greeting }}",
+      "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]", "{\"greeting\":\"!\"}", 0,
+      text, sizeof text, &length));
   CHECK(strcmp(text, "<s>a!") == 0);
   if (strcmp(text, "<s>a!") != 0) fprintf(stderr, "rendered [%s]\n", text);
   CHECK(tessera_chat_apply_template_json(m, chatml, "[1,", NULL, 0, text, sizeof text, &length) ==
@@ -416,8 +418,8 @@ static void test_chat(const tessera_model* m) {
   /* A message's "</s>" stays text; the template's own "</s>" is the token; one BOS. */
   int32_t tokens[128];
   size_t n = 0;
-  CHECK_OK(tessera_chat_tokenize(m, "{{ messages[0].content }}</s>", "[{\"role\":\"user\",\"content\":\"hi</s>\"}]",
-                                 NULL, 0, tokens, 128, &n));
+  CHECK_OK(tessera_chat_tokenize(m, "{{ messages[0].content }}</s>",
+                                 "[{\"role\":\"user\",\"content\":\"hi</s>\"}]", NULL, 0, tokens, 128, &n));
   CHECK(n >= 3);
   CHECK(tokens[0] == 1);
   CHECK(tokens[n - 1] == 2);
@@ -503,7 +505,8 @@ static void test_state(const tessera_model* m, const char* dir) {
   gp.user_data = &first;
   tessera_generate_result r;
   CHECK_OK(tessera_generate(a, s, tokens, n, &gp, &r));
-  CHECK(tessera_state_save(a, 1, NULL, 0, path) == TESSERA_INVALID_ARGUMENT); /* only sequence 0 knows its own */
+  CHECK(tessera_state_save(a, 1, NULL, 0, path) ==
+        TESSERA_INVALID_ARGUMENT); /* only sequence 0 knows its own */
   CHECK_OK(tessera_state_save(a, 0, NULL, 0, path));
   int32_t saved[256];
   size_t n_saved = 0;
@@ -572,7 +575,8 @@ static void test_grammar(const tessera_model* m) {
   /* A JSON schema: the text parses as what it asks for (an integer 1..3 in an object). */
   tessera_sampler_free(s);
   CHECK_OK(tessera_sampler_new(&sp, &s));
-  CHECK_OK(tessera_sampler_set_grammar(s, m, NULL,
+  CHECK_OK(tessera_sampler_set_grammar(
+      s, m, NULL,
       "{\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [1, 2, 3]}}, \"required\": [\"n\"]}"));
   text_buffer json = {{0}, 0, 0, 0};
   gp.user_data = &json;

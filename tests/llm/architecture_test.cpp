@@ -158,7 +158,8 @@ TEST(Architectures, UnknownArchitectureIsAnErrorListingTheSupportedOnes) {
   const std::string msg = load_error(rewritten("oracle/tiny-qwen2-f32.gguf", "mamba2.gguf",
                                                setting({{"general.architecture", std::string("mamba2")}})));
   EXPECT_MENTIONS(msg, "mamba2");
-  for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}) EXPECT_MENTIONS(msg, a);
+  for (const char* a : {"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"})
+    EXPECT_MENTIONS(msg, a);
 }
 
 TEST(Architectures, BadHyperparametersAreErrorsNamingTheKey) {
@@ -245,6 +246,11 @@ TEST(Architectures, ShapeMismatchesAndMissingTensorsNameTheTensor) {
        "blk.1.post_ffw_norm.weight", "missing"},
       {"oracle/tiny-gemma3-f32.gguf", shrinking("blk.0.attn_q_norm.weight"), "blk.0.attn_q_norm.weight",
        "expected [64, 1]"},
+      // 3-D expert tensors: one expert short.
+      {"oracle/tiny-qwen3moe-f32.gguf", shrinking("blk.1.ffn_down_exps.weight"), "blk.1.ffn_down_exps.weight",
+       "expected [256, 256, 4]"},
+      {"oracle/tiny-mixtral-f32.gguf", without_tensor("blk.0.ffn_gate_inp.weight"),
+       "blk.0.ffn_gate_inp.weight", "missing"},
       // Neither output.weight nor the token_embd.weight it falls back to.
       {"oracle/tiny-gemma2-f32.gguf", without_tensor("token_embd.weight"), "token_embd.weight", "missing"},
   };
@@ -255,6 +261,39 @@ TEST(Architectures, ShapeMismatchesAndMissingTensorsNameTheTensor) {
     EXPECT_MENTIONS(msg, b.tensor);
     EXPECT_MENTIONS(msg, b.says);
   }
+}
+
+TEST(Architectures, MixtureOfExpertsLoadsItsExperts) {
+  struct Expect {
+    const char* file;
+    const char* arch;
+    int64_t n_embd, n_expert, n_used, n_ff_exp;
+  };
+  for (const Expect& e : {Expect{"oracle/tiny-qwen3moe-f32.gguf", "qwen3moe", 256, 4, 2, 256},
+                          Expect{"oracle/tiny-mixtral-f32.gguf", "llama", 128, 8, 2, 128}}) {
+    SCOPED_TRACE(e.file);
+    auto m = Model::load(kShared + e.file);
+    const Hparams& h = m->hparams();
+    EXPECT_EQ(h.arch, e.arch);
+    EXPECT_EQ(h.n_expert, e.n_expert);
+    EXPECT_EQ(h.n_expert_used, e.n_used);
+    EXPECT_EQ(h.n_ff_exp, e.n_ff_exp);
+    for (const Layer& l : m->layers()) {
+      EXPECT_EQ(l.ffn_gate, nullptr);
+      ASSERT_NE(l.ffn_gate_inp, nullptr);
+      EXPECT_EQ(l.ffn_gate_inp->ne, (std::array<int64_t, 4>{e.n_embd, e.n_expert, 1, 1}));
+      EXPECT_EQ(l.ffn_up_exps->ne, (std::array<int64_t, 4>{e.n_embd, e.n_ff_exp, e.n_expert, 1}));
+      EXPECT_EQ(l.ffn_gate_exps->ne, (std::array<int64_t, 4>{e.n_embd, e.n_ff_exp, e.n_expert, 1}));
+      EXPECT_EQ(l.ffn_down_exps->ne, (std::array<int64_t, 4>{e.n_ff_exp, e.n_embd, e.n_expert, 1}));
+    }
+  }
+  // qwen3moe needs its experts; more experts used than there are is a corrupt file.
+  EXPECT_MENTIONS(load_error(rewritten("oracle/tiny-qwen3moe-f32.gguf", "moe_nokey.gguf",
+                                       without_key("qwen3moe.expert_count"))),
+                  "qwen3moe.expert_count");
+  EXPECT_MENTIONS(load_error(rewritten("oracle/tiny-mixtral-f32.gguf", "moe_used.gguf",
+                                       setting({{"llama.expert_used_count", uint32_t{9}}}))),
+                  "llama.expert_used_count");
 }
 
 TEST(Architectures, GemmaWindowMasksOnlyItsLayers) {
@@ -285,8 +324,12 @@ TEST(Architectures, GemmaWindowMasksOnlyItsLayers) {
 TEST(Architectures, TokenByTokenMatchesOneBatch) {
   // Generation evaluates one token per graph, its windowed layers masked per step: the logits
   // agree with the single batch that the oracle tests check (past the 32-token window).
-  for (const char* file : {"oracle/tiny-gemma2-f32.gguf", "oracle/tiny-gemma3-f32.gguf",
-                           "oracle/tiny-phi3-f16.gguf", "oracle/tiny-qwen3-f32.gguf"}) {
+  // (The MoE files: a token alone picks the experts it picks in the batch, and each expert's product
+  // has the same bits for one column as for many.)
+  for (const char* file :
+       {"oracle/tiny-gemma2-f32.gguf", "oracle/tiny-gemma3-f32.gguf", "oracle/tiny-phi3-f16.gguf",
+        "oracle/tiny-qwen3-f32.gguf", "oracle/tiny-qwen3moe-f32.gguf", "oracle/tiny-qwen3moe-q4_k_m.gguf",
+        "oracle/tiny-mixtral-f32.gguf"}) {
     SCOPED_TRACE(file);
     auto m = Model::load(kShared + file);
     const auto n_vocab = static_cast<size_t>(m->hparams().n_vocab);

@@ -4,6 +4,7 @@
 #include "tessera/llm/perplexity.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -74,7 +75,10 @@ std::vector<std::vector<std::string>> expected(const std::string& kind) {
   return out;
 }
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/" + name; }
+// Per process: ctest runs tests in parallel processes.
+std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
+}
 
 // Runs f and returns the Error it throws (failing when it throws none).
 Error error_of(const std::function<void()>& f) {

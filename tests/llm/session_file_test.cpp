@@ -4,6 +4,7 @@
 #include "tessera/llm/session_file.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -56,7 +57,11 @@ SessionOptions options(int64_t n_ctx, DType kv_type = DType::F16) {
   return so;
 }
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/session_file_" + name; }
+// A name of this process's own: ctest runs the tests in parallel processes (two parameterized
+// round trips once wrote one file at once).
+std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "/session_file_" + std::to_string(::getpid()) + "_" + name;
+}
 
 std::vector<std::byte> read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -155,7 +155,7 @@ TEST(TokenizerBpe, AddBosAndEos) {
 
 TEST(TokenizerBpe, EndOfGeneration) {
   const Vocab v = small_bpe({});
-  EXPECT_EQ(v.end_of_generation(), (Ids{260, 263}));  // <|end|> by its text, </s> as EOS
+  EXPECT_EQ(v.end_of_generation(), (Ids{260, 263}));  // <|end|> and </s> by their texts, </s> as EOS too
   EXPECT_TRUE(v.is_end_of_generation(260));
   EXPECT_TRUE(v.is_end_of_generation(263));
   EXPECT_FALSE(v.is_end_of_generation(262));
@@ -165,7 +165,7 @@ TEST(TokenizerBpe, EndOfGeneration) {
   sp.eos = kNoToken;
   sp.eot = 259;  // an explicit id counts even with an unusual text
   const Vocab explicit_eot = small_bpe({}, sp);
-  EXPECT_EQ(explicit_eot.end_of_generation(), (Ids{259, 260}));
+  EXPECT_EQ(explicit_eot.end_of_generation(), (Ids{259, 260, 263}));  // </s> by its text
 }
 
 TEST(TokenizerBpe, BadMergesAreErrors) {
@@ -317,7 +317,8 @@ TEST(TokenizerBpeGguf, Metadata) {
   const Expect all[] = {
       {"llama-bpe", "llama-bpe", 128000, 128001, true, {128001, 128009}},  // <|end_of_text|>, <|eot_id|>
       // <|endoftext|>, <|im_end|>, then the FIM pad, repo-name and file separators.
-      {"qwen2", "qwen2", kNoToken, 151645, false, {151643, 151645, 151662, 151663, 151664}},
+      // 128247 is a normal "</s>" in Qwen2's file: an end by its text, as llama.cpp retypes it.
+      {"qwen2", "qwen2", kNoToken, 151645, false, {128247, 151643, 151645, 151662, 151663, 151664}},
       {"gpt-2", "gpt-2", 50256, 50256, false, {50256}},
       {"deepseek-coder", "deepseek-coder", 32013, 32014, true, {32014}},
   };
@@ -333,9 +334,16 @@ TEST(TokenizerBpeGguf, Metadata) {
     EXPECT_EQ(v.end_of_generation(), e.eog);
     for (const Token id : e.eog) EXPECT_EQ(v.type(id), TokenType::Control) << id;
   }
-  // SentencePiece vocabularies too: Phi-3 ends turns with <|end|> (32007).
+  // SentencePiece vocabularies too: Phi-3 ends turns with <|end|> (32007), and its "</s>" (2),
+  // user-defined in the file, is an end and a control token by its text, as in llama.cpp.
   const Vocab phi3 = Vocab::from_gguf(gguf::File::open(vocab_path("phi-3")));
-  EXPECT_EQ(phi3.end_of_generation(), (Ids{32000, 32007}));
+  EXPECT_EQ(phi3.end_of_generation(), (Ids{2, 32000, 32007}));
+  EXPECT_EQ(phi3.type(2), TokenType::Control);
+  // So "</s>" typed in plain text is text, with llama.cpp's ids (peer-bench tokenize on this
+  // vocabulary: "a</s>b" -> 263 829 29879 29958 29890), and a token only when parsing specials.
+  EXPECT_EQ(phi3.encode("a</s>b", false), (Ids{263, 829, 29879, 29958, 29890}));
+  EXPECT_EQ(phi3.encode("Hello </s> world", false), (Ids{15043, 1533, 29879, 29958, 3186}));
+  EXPECT_EQ(phi3.encode("a</s>b", false, /*parse_special=*/true), (Ids{263, 2, 289}));
   EXPECT_EQ(phi3.special().eot, 32007);
   const Vocab llama2 = Vocab::from_gguf(gguf::File::open(vocab_path("llama-spm")));
   EXPECT_EQ(llama2.end_of_generation(), Ids{2});

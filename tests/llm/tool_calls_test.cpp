@@ -41,7 +41,6 @@ bool accepts(const std::string& gbnf, const std::string& text) {
   return s.accept(text) && s.complete();
 }
 
-
 }  // namespace
 
 TEST(ToolCalls, EachTemplatesSyntax) {

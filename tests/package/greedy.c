@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <tessera.h>
 
 static int print_text(const char* text, size_t length, void* user_data) {

@@ -10,6 +10,7 @@ void add_gguf(CLI::App& app);
 void add_run(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_embed(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_test_ops(CLI::App& app);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_run(app);
   tessera::cli::add_serve(app);
   tessera::cli::add_tokenize(app);
+  tessera::cli::add_embed(app);
   tessera::cli::add_logits(app);
   tessera::cli::add_bench(app);
   tessera::cli::add_test_ops(app);

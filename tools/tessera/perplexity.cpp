@@ -95,7 +95,8 @@ void run_perplexity(const PerplexityArgs& a) {
     throw Error(ErrorCode::InvalidArgument, "give the text to evaluate with -f FILE");
   if (a.kl_divergence && !a.file.empty())
     throw Error(ErrorCode::InvalidArgument,
-                fmt::format("-f is not read with --kl-divergence (the tokens come from {}): leave it out", a.kld_base));
+                fmt::format("-f is not read with --kl-divergence (the tokens come from {}): leave it out",
+                            a.kld_base));
   // Everything about the inputs is checked before the model loads.
   llm::PerplexityOptions po;
   po.n_batch = a.n_batch;

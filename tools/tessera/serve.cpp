@@ -73,6 +73,12 @@ void add_serve(CLI::App& app) {
       ->check(positive());
   cmd->add_option("--max-body", o->max_body_bytes,
                   "largest request body in bytes, chunked too (beyond: 413)");
+  cmd->add_flag("--embeddings,--embedding", o->embeddings_only,
+                "serve /v1/embeddings only: no generation engine (embedding models are always so; "
+                "/v1/embeddings answers without it too)");
+  cmd->add_option("--pooling", o->pooling,
+                  "/v1/embeddings' default pooling: mean, cls, last, none (default: the file's, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last", "none"}));
   cmd->callback([o] { serve(*o); });
 }
 

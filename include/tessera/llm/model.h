@@ -44,6 +44,19 @@ struct Hparams {
   float attn_softcap = 0.0f;   // attention logits become c * tanh(x / c) (0: none)
   float final_softcap = 0.0f;  // likewise the output logits
   float q_scale = 0.0f;        // Q's scale before KQ (0: 1 / sqrt(head_dim()))
+  // Mixture of experts (Mixtral, Qwen3-MoE): n_expert experts per layer, n_expert_used of them per
+  // token, each n_ff_exp wide (0: no experts, a dense FFN).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  // Encoders (bert, nomic-bert): every token attends to every token of its sequence, and the model
+  // has no output projection, so it computes embeddings only (SessionOptions::embeddings).
+  bool encoder = false;
+  float norm_eps = 1e-12f;  // LayerNorm epsilon (attention.layer_norm_epsilon; encoders)
+  // <arch>.pooling_type as llama.cpp numbers it (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1: absent.
+  int32_t pooling_type = -1;
+  int64_t n_token_types = 0;  // tokenizer.ggml.token_type_count (BERT's segment embeddings)
+  bool fused_qkv = false;     // encoders: the file has blk.N.attn_qkv rather than attn_q/k/v
 
   int64_t head_dim() const { return n_embd_head_k > 0 ? n_embd_head_k : n_embd / n_head; }
   int64_t head_dim_v() const { return n_embd_head_v > 0 ? n_embd_head_v : n_embd / n_head; }
@@ -78,6 +91,22 @@ struct Layer {
   Tensor* ffn_up = nullptr;
   Tensor* ffn_down = nullptr;
   Tensor* post_ffn_norm = nullptr;  // norm of the FFN output before the residual (Gemma)
+  // Mixture of experts instead of ffn_gate/up/down: the router [n_embd, n_expert] and the experts'
+  // matrices, one per expert along dim 2 ([n_embd, n_ff_exp, n_expert] gate and up, [n_ff_exp,
+  // n_embd, n_expert] down).
+  Tensor* ffn_gate_inp = nullptr;
+  Tensor* ffn_gate_exps = nullptr;
+  Tensor* ffn_up_exps = nullptr;
+  Tensor* ffn_down_exps = nullptr;
+  // Encoders (bert, nomic-bert): biases, and LayerNorms after each residual.
+  Tensor* bqkv = nullptr;  // fused wqkv's bias
+  Tensor* bo = nullptr;    // attn_output's bias
+  Tensor* attn_out_norm = nullptr;
+  Tensor* attn_out_norm_b = nullptr;
+  Tensor* ffn_up_b = nullptr;
+  Tensor* ffn_down_b = nullptr;
+  Tensor* layer_out_norm = nullptr;
+  Tensor* layer_out_norm_b = nullptr;
 };
 
 // Every weight of a model; which exist is the architecture's choice (llm/arch/).
@@ -88,6 +117,10 @@ struct ModelWeights {
   Tensor* rope_freqs = nullptr;          // F32 [n_rot / 2] rope frequency factors (Llama 3.1)
   Tensor* rope_factors_long = nullptr;   // Phi-3's factors past the original context
   Tensor* rope_factors_short = nullptr;  // ... and within it
+  Tensor* pos_embd = nullptr;            // BERT's learned absolute positions [n_embd, n_ctx_train]
+  Tensor* type_embd = nullptr;           // token type (segment) embeddings [n_embd, n_token_types]
+  Tensor* tok_norm = nullptr;            // LayerNorm of the embeddings (encoders), and its bias
+  Tensor* tok_norm_b = nullptr;
   std::vector<Layer> layers;
 };
 

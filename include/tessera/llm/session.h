@@ -38,6 +38,7 @@ struct SessionOptions {
   bool flash_attn = false;
   // decode returns each wanted token's hidden state after the final norm ([n_embd] per token: what
   // embeddings are pooled from) instead of its logits; the output projection is not computed.
+  // Encoder models (Hparams::encoder: bert, nomic-bert) have no logits and need it.
   bool embeddings = false;
 };
 
@@ -64,6 +65,7 @@ class Session {
   void reserve(int64_t n_outputs);
 
   const Model& model() const noexcept { return model_; }
+  const SessionOptions& options() const noexcept { return options_; }
   KvCache& cache() noexcept { return *cache_; }
   const KvCache& cache() const noexcept { return *cache_; }
   int64_t n_past() const { return cache_->seq_pos_max(0) + 1; }  // sequence 0's next position

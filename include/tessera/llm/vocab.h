@@ -1,8 +1,9 @@
 #pragma once
 // An LLM vocabulary (tokens, scores or merges, token types, special ids) and its tokenizer,
 // reproducing llama.cpp's tokenization. Models (tokenizer.ggml.model): "llama" (SentencePiece with
-// scores and byte fallback, ../shared/OPS.md, last section) and "gpt2" (byte-level BPE: merges by
-// rank over GPT-2's byte alphabet after a pre-tokenizer chosen by tokenizer.ggml.pre).
+// scores and byte fallback, ../shared/OPS.md, last section), "gpt2" (byte-level BPE: merges by
+// rank over GPT-2's byte alphabet after a pre-tokenizer chosen by tokenizer.ggml.pre) and "bert"
+// (WordPiece: longest pieces per word, tokenizer_wpm.cpp).
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -42,6 +43,11 @@ struct SpecialTokens {
   bool add_bos = true;           // tokenizer.ggml.add_bos_token
   bool add_eos = false;          // tokenizer.ggml.add_eos_token
   bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix (SentencePiece only)
+  // WordPiece ("bert"): [SEP] (tokenizer.ggml.seperator_token_id, llama.cpp's spelling), added at
+  // the end by add_special, after [CLS] (bos) at the start; the normalizer's flags.
+  Token sep = kNoToken;
+  bool lowercase = true;      // tokenizer.ggml.normalizer.lowercase
+  bool strip_accents = true;  // tokenizer.ggml.normalizer.strip_accents (default: lowercase)
 };
 
 class Vocab {
@@ -53,8 +59,9 @@ class Vocab {
   // pre-tokenizer kind has it (true for llama-bpe), add_eos_token false.
   static Vocab from_gguf(const gguf::File& file);
 
-  // A SentencePiece vocabulary from plain vectors (model must be "llama"; Error(Unsupported)
-  // otherwise). Empty scores mean all 0, empty types all Normal. Error(InvalidArgument) on
+  // A SentencePiece ("llama") or WordPiece ("bert": word-initial pieces spelled "\u2581piece",
+  // continuations bare, as in GGUF files) vocabulary from plain vectors; Error(Unsupported) for
+  // another model. Empty scores mean all 0, empty types all Normal. Error(InvalidArgument) on
   // mismatched sizes, NaN scores, special ids out of range or malformed byte tokens (type Byte
   // must read "<0xXX>").
   Vocab(std::string_view model, std::vector<std::string> tokens, std::vector<float> scores = {},
@@ -159,9 +166,14 @@ class Vocab {
   void encode_bpe_fragment_(std::string_view text, std::vector<Token>& out) const;
   // Appends the ids of one pre-tokenized word.
   void tokenize_bpe_word_(std::string_view word, std::vector<Token>& out) const;
+  // Appends the WordPiece ids of one text fragment (no special tokens in it).
+  void encode_wpm_fragment_(std::string_view text, std::vector<Token>& out) const;
 
   std::string model_;
   bool byte_level_ = false;
+  bool wordpiece_ = false;
+  bool wpm_lowercase_ = false, wpm_strip_accents_ = false;
+  size_t max_token_len_ = 0;  // WordPiece: the longest token's bytes
   std::string pre_name_;
   std::vector<std::string> tokens_;
   std::vector<float> scores_;

@@ -31,8 +31,18 @@ std::string architecture_names();
 extern const Architecture kLlamaArchitecture;
 extern const Architecture kQwen2Architecture;
 extern const Architecture kQwen3Architecture;
+extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kPhi3Architecture;
 extern const Architecture kGemma2Architecture;
 extern const Architecture kGemma3Architecture;
+extern const Architecture kBertArchitecture;
+extern const Architecture kNomicBertArchitecture;
+
+// What the encoders (bert, nomic-bert) share (arch/bert.cpp): their hyperparameters (LayerNorm
+// epsilon, token types, fused or separate Q/K/V), their weights (gated_ffn: nomic-bert's
+// ffn_gate; bert's position embeddings are its own), and a K shift that is an Error.
+void read_encoder_hparams(const HparamReader& r, Hparams& h);
+void declare_encoder_weights(WeightPlan& p, bool gated_ffn);
+void no_k_shift(GraphBuild& b, Tensor* shifts);
 
 }  // namespace tessera::llm

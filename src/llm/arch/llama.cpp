@@ -1,6 +1,7 @@
 // The llama architecture (Llama 1/2/3, Mistral, SmolLM; see ../shared/OPS.md, "The llama
 // architecture"): pre-norm attention and SILU-gated FFN blocks, NORMAL rope with the file's
-// freq factors (Llama 3.1 rope scaling) when it has them.
+// freq factors (Llama 3.1 rope scaling) when it has them. With llama.expert_count (Mixtral) every
+// layer's FFN is a mixture of experts (moe_ffn), each expert feed_forward_length wide.
 #include <cmath>
 
 #include "architecture.h"
@@ -17,7 +18,10 @@ void declare_weights(WeightPlan& p) {
   p.add(p.weights().rope_freqs, "rope_freqs.weight", h.n_rot / 2, 1, kPlaceEveryLayer, /*optional=*/true);
   for (int64_t il = 0; il < h.n_layer; ++il) {
     p.add_attention(il);
-    p.add_gated_ffn(il);
+    if (h.n_expert > 0)
+      p.add_moe_ffn(il, h.n_ff);
+    else
+      p.add_gated_ffn(il);
   }
 }
 

@@ -4,9 +4,10 @@
 namespace tessera::llm {
 namespace {
 
-const Architecture* const kArchitectures[] = {&kLlamaArchitecture,  &kQwen2Architecture,
-                                              &kQwen3Architecture,  &kPhi3Architecture,
-                                              &kGemma2Architecture, &kGemma3Architecture};
+const Architecture* const kArchitectures[] = {
+    &kLlamaArchitecture,    &kQwen2Architecture, &kQwen3Architecture,
+    &kQwen3MoeArchitecture, &kPhi3Architecture,  &kGemma2Architecture,
+    &kGemma3Architecture,   &kBertArchitecture,  &kNomicBertArchitecture};
 
 }  // namespace
 
