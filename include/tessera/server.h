@@ -2,6 +2,7 @@
 // An OpenAI-compatible HTTP server over the continuous-batching engine (llm/engine.h):
 // /v1/completions, /v1/chat/completions (streamed as Server-Sent Events or not), /v1/models,
 // /tokenize, /detokenize, /health and /metrics. Apps may embed it; `tessera serve` is a thin CLI.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -61,6 +62,11 @@ class Server {
   // Blocks until the model is loaded; rethrows the load's Error when it failed.
   void wait_loaded();
   int port() const noexcept;  // the bound port
+  // Graceful shutdown, as a load balancer expects: from now on /health answers 503 "draining" and
+  // every new request but /health and /metrics a 503 (code "draining"), while the requests already
+  // admitted (streams included) run to their end. Returns true once none is left, false when
+  // `grace` passed first. stop() follows it.
+  bool drain(std::chrono::milliseconds grace);
   // Stops accepting, cancels every generation and joins the threads. Idempotent.
   void stop();
 

@@ -124,7 +124,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool logged = false;
     std::function<void()> on_gone;
     std::unique_ptr<net::steady_timer> deadline;
-    std::shared_ptr<void> kept;  // Exchange::keep
+    std::vector<std::shared_ptr<void>> kept;  // Exchange::keep
   };
 
   // The server stops: drop the exchange's state (no answer will be written) and close.
@@ -468,7 +468,7 @@ void ConnectionExchange::end_stream() {
 }
 
 void ConnectionExchange::keep(std::shared_ptr<void> state) {
-  on_strand([state = std::move(state)](Connection&, Connection::Current& cur) { cur.kept = state; });
+  on_strand([state = std::move(state)](Connection&, Connection::Current& cur) { cur.kept.push_back(state); });
 }
 
 void ConnectionExchange::log_tokens(int tokens) {

@@ -44,8 +44,9 @@ class Exchange {
   virtual void begin_stream(int status, std::string content_type, Headers headers) = 0;
   virtual void write(std::string data) = 0;
   virtual void end_stream() = 0;
-  // The exchange owns `state` until it ends (or the connection closes): what answers it later (a
-  // generation's reply) lives exactly as long as it can be used, with no reference cycle.
+  // The exchange owns each `state` it is given until it ends (or the connection closes): what
+  // answers it later (a generation's reply) lives exactly as long as it can be used, with no
+  // reference cycle; what counts requests in flight (the server's drain) learns when they end.
   virtual void keep(std::shared_ptr<void> state) = 0;
   // Runs `f` on the connection's strand (never inline).
   virtual void post(std::function<void()> f) = 0;

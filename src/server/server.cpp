@@ -102,6 +102,25 @@ struct Server::Impl {
 
   std::mutex metrics_mutex;
   std::map<int, uint64_t> requests_by_status;
+
+  // Requests admitted to a route and not yet ended (each exchange keeps an InFlight), and the drain.
+  std::atomic<bool> draining{false};
+  std::mutex flight_mutex;
+  std::condition_variable flight_cv;
+  int64_t in_flight = 0;
+  struct InFlight {
+    Impl& s;
+    explicit InFlight(Impl& impl) : s(impl) {
+      std::lock_guard lock(s.flight_mutex);
+      ++s.in_flight;
+    }
+    ~InFlight() {
+      std::lock_guard lock(s.flight_mutex);
+      if (--s.in_flight == 0) s.flight_cv.notify_all();
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+  };
   std::atomic<uint64_t> next_id{1};
 
   void load();
@@ -415,6 +434,11 @@ std::optional<HttpResponse> Server::Impl::admit(const HttpRequest& req) {
     }
     return HttpResponse{204, "", "", cors};
   }
+  if (draining.load() && route->path != "/health" && route->path != "/metrics")
+    return error_response(
+        {503, "the server is shutting down: it finishes the requests it has and takes no new ones",
+         "server_error", "draining"},
+        cors);
   if (!route->public_route && !access.authorized(req)) {
     cors.emplace_back("WWW-Authenticate", "Bearer");
     return error_response({401, "a valid API key is required (Authorization: Bearer <key>)",
@@ -444,6 +468,7 @@ std::optional<HttpResponse> Server::Impl::admit(const HttpRequest& req) {
 
 void Server::Impl::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& exchange) {
   const Reply reply{exchange, access.cors_headers(req)};
+  exchange->keep(std::make_shared<InFlight>(*this));
   try {
     find_route(req.path)->handler(req, reply);
   } catch (const ApiError& e) {
@@ -532,6 +557,12 @@ std::string Server::Impl::metrics_text() {
          s.decode_seconds > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.decode_seconds
                               : 0.0);
   metric("tessera_active_slots", "gauge", "Slots generating now.", s.active_slots);
+  {
+    std::lock_guard lock(flight_mutex);  // (this /metrics request itself is one of them)
+    metric("tessera_requests_in_flight", "gauge", "Requests admitted and not yet answered in full.",
+           in_flight);
+  }
+  metric("tessera_draining", "gauge", "1 while the server drains before it stops.", draining.load() ? 1 : 0);
   metric("tessera_slots", "gauge", "Slots in all.", engine->n_slots());
   metric("tessera_queue_depth", "gauge", "Requests waiting for a slot.", s.queue_depth);
   metric("tessera_kv_cells_used", "gauge", "KV cache cells holding a sequence.", s.kv_cells_used);
@@ -543,6 +574,7 @@ std::string Server::Impl::metrics_text() {
 
 void Server::Impl::install_routes() {
   routes.push_back({"/health", {"GET"}, true, [this](const HttpRequest&, const Reply& reply) {
+                      if (draining.load()) return reply.json_body(503, {{"status", "draining"}});
                       if (ready.load()) return reply.json_body(200, {{"status", "ok"}});
                       bool failed;
                       {
@@ -695,6 +727,14 @@ void Server::wait_loaded() {
 }
 
 int Server::port() const noexcept { return impl_->port; }
+
+bool Server::drain(std::chrono::milliseconds grace) {
+  Impl& s = *impl_;
+  if (!s.started || s.stopped) return true;
+  s.draining.store(true);
+  std::unique_lock lock(s.flight_mutex);
+  return s.flight_cv.wait_for(lock, grace, [&] { return s.in_flight == 0; });
+}
 
 void Server::stop() {
   Impl& s = *impl_;

@@ -1,8 +1,10 @@
 // `tessera serve`: the OpenAI-compatible server (tessera/server.h) until SIGINT or SIGTERM.
 #include <fmt/format.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <thread>
 
 #include "checks.h"
 #include "commands.h"
@@ -11,12 +13,14 @@
 namespace tessera::cli {
 namespace {
 
-void serve(const server::ServerOptions& options) {
+void serve(const server::ServerOptions& options, int drain_timeout_s) {
   // The signals wait for sigwait below: every thread the server starts inherits the mask.
+  // SIGUSR1 is the drain's own: its thread raises it when the last request has ended.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   server::Server srv(options);
   srv.start();
@@ -26,8 +30,25 @@ void serve(const server::ServerOptions& options) {
   fmt::print(stderr, "tessera serve: model loaded, {} slot(s)\n", options.n_slots);
   int sig = 0;
   sigwait(&signals, &sig);
-  fmt::print(stderr, "tessera serve: stopping ({})\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::thread drainer;
+  if (sig == SIGTERM) {
+    // A load balancer's stop: finish what was admitted (new requests get 503), then exit. A second
+    // SIGTERM or a SIGINT stops at once.
+    fmt::print(stderr, "tessera serve: draining (SIGTERM; at most {} s)\n", drain_timeout_s);
+    drainer = std::thread([&srv, drain_timeout_s] {
+      const bool drained = srv.drain(std::chrono::seconds(drain_timeout_s));
+      fmt::print(stderr, "tessera serve: {}\n",
+                 drained ? "drained" : "the drain timed out: stopping the requests still running");
+      kill(getpid(), SIGUSR1);
+    });
+    sigwait(&signals, &sig);
+  }
+  fmt::print(stderr, "tessera serve: stopping ({})\n",
+             sig == SIGINT    ? "SIGINT"
+             : sig == SIGTERM ? "SIGTERM"
+                              : "drained");
   srv.stop();
+  if (drainer.joinable()) drainer.join();
 }
 
 }  // namespace
@@ -79,7 +100,12 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--pooling", o->pooling,
                   "/v1/embeddings' default pooling: mean, cls, last, none (default: the file's, else mean)")
       ->check(CLI::IsMember({"mean", "cls", "last", "none"}));
-  cmd->callback([o] { serve(*o); });
+  auto drain_timeout_s = std::make_shared<int>(30);
+  cmd->add_option("--drain-timeout", *drain_timeout_s,
+                  "on SIGTERM, seconds the requests already admitted may take to finish (new ones get "
+                  "503) before the server stops anyway")
+      ->check(positive());
+  cmd->callback([o, drain_timeout_s] { serve(*o, *drain_timeout_s); });
 }
 
 }  // namespace tessera::cli
