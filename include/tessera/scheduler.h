@@ -56,7 +56,8 @@ class Scheduler {
   // views live with their memory; a node writing into existing memory runs where it is; a node
   // reading a leaf in a device's memory runs on that device; a node reading a model weight
   // (kFlagWeight) in host memory runs on the CPU unless a device wants_offload() it; any other
-  // node follows the device that produced one of its inputs; else the CPU. A fused node its chosen
+  // node follows the device that produced the latest of its inputs (so a residual ADD stays with
+  // its layer when layers are split across devices); else the CPU. A fused node its chosen
   // backend does not support runs there as the ops it is made of when the backend has them all
   // (FLASH_ATTN_EXT: MUL_MAT, SOFT_MAX, MUL_MAT per group of query rows; SchedulerSplit::decomposed);
   // any other node it does not support falls back to the CPU (listed in fallbacks()).

@@ -20,10 +20,12 @@ struct ServerOptions {
   int64_t n_ctx = 0;  // KV cells in all, shared by the slots (0: 4096 per slot, capped at the model's)
   int n_threads = 0;  // CPU threads (0: all cores)
   int n_gpu_layers = 0;
-  std::string device;
-  std::string api_key;             // non-empty: every route but /health needs "Authorization: Bearer <key>"
-  std::string chat_template_file;  // empty: the model's tokenizer.chat_template
-  size_t max_queue = 64;           // requests waiting for a slot; beyond, 503 at once
+  std::string device;               // or several, OpenCL0,OpenCL1
+  bool split_layers = true;         // --split-mode layer (false: none, the first device only)
+  std::vector<float> tensor_split;  // the devices' shares of the offloaded layers
+  std::string api_key;              // non-empty: every route but /health needs "Authorization: Bearer <key>"
+  std::string chat_template_file;   // empty: the model's tokenizer.chat_template
+  size_t max_queue = 64;            // requests waiting for a slot; beyond, 503 at once
   int timeout_s =
       600;  // the longest a request may run, waiting for a slot included (past it: cancelled, 408)
   // A request's head and body must arrive within this many seconds (past it: 408, closed); idle

@@ -323,12 +323,16 @@ void Scheduler::assign(Plan& p) {
           if (backends_[b]->supports(m) && backends_[b]->wants_offload(m)) preferred = b;
         if (preferred == kNone) preferred = cpu;
       }
-      // 3. Stay on the device that produced an input (keeps activations on the device).
+      // 3. Stay on the device that produced an input (keeps activations on the device): the latest
+      // such input's, so a residual ADD of a layer's output to a stream from the layer before
+      // stays with the layer when layers are split across devices.
+      Ref latest = kNoRef;
       for (int k = 0; k < kMaxSources && preferred == kNone; ++k) {
         const Ref r = d.index.src(i, k);
-        if (r == kNoRef || !is_node_ref(d.index.root(r))) continue;
-        if (!is_cpu(owner(r))) preferred = owner(r);
+        if (r == kNoRef || !is_node_ref(d.index.root(r)) || is_cpu(owner(r))) continue;
+        if (latest == kNoRef || d.index.root(r) > d.index.root(latest)) latest = r;
       }
+      if (preferred == kNone && latest != kNoRef) preferred = owner(latest);
       if (preferred == kNone || is_cpu(preferred)) {
         chosen = cpu;
       } else if (backends_[preferred]->supports(m)) {
@@ -501,7 +505,8 @@ void Scheduler::plan_memory(Plan& p) {
       const Ref r = d.index.src(i, k);
       if (is_leaf_ref(r) && !replaced[i * GraphIndex::kSlots + static_cast<size_t>(k)])
         p.leaf_uses.push_back(
-            {p.decomposed[i] != kNone ? &p.decompositions[p.decomposed[i]]->hub() : &p.mirrors[i], k, leaf_of(r)});
+            {p.decomposed[i] != kNone ? &p.decompositions[p.decomposed[i]]->hub() : &p.mirrors[i], k,
+             leaf_of(r)});
     }
   p.arena_bytes = cursor;
   p.placed_generation.assign(arenas_.size(), 0);

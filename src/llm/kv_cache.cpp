@@ -30,7 +30,8 @@ KvCache::KvCache(const Model& model, int64_t n_cells, DType type) : KvCache(n_ce
   type_ = type;
   const Hparams& h = model.hparams();
   const int64_t n_embd_kv = h.n_embd_kv(), n_embd_v_kv = h.n_embd_v_kv();
-  std::vector<Tensor*> host, device;
+  std::vector<Tensor*> host;
+  std::vector<std::vector<Tensor*>> on_device(model.devices().size());  // per device of the model's
   for (int64_t il = 0; il < h.n_layer; ++il) {
     Tensor* k = ctx_.new_tensor(type, n_embd_kv, n_cells);
     Tensor* v = ctx_.new_tensor(type, n_cells, n_embd_v_kv);
@@ -38,7 +39,13 @@ KvCache::KvCache(const Model& model, int64_t n_cells, DType type) : KvCache(n_ce
     v->name = fmt::format("cache_v.{}", il);
     k_.push_back(k);
     v_.push_back(v);
-    auto& list = model.layer_on_device(il) ? device : host;
+    // Each layer's cells live with its weights (on the device of its range when layers are split).
+    Device* d = model.layer_device(il);
+    auto& list =
+        d == nullptr
+            ? host
+            : on_device[static_cast<size_t>(std::find(model.devices().begin(), model.devices().end(), d) -
+                                            model.devices().begin())];
     list.push_back(k);
     list.push_back(v);
   }
@@ -55,7 +62,7 @@ KvCache::KvCache(const Model& model, int64_t n_cells, DType type) : KvCache(n_ce
     }
   };
   place_all(host_buffer_type(), host);
-  if (!device.empty()) place_all(model.device()->buffer_type(), device);
+  for (size_t i = 0; i < on_device.size(); ++i) place_all(model.devices()[i]->buffer_type(), on_device[i]);
 }
 
 KvCache::~KvCache() = default;

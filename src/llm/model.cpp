@@ -115,33 +115,89 @@ Hparams read_hparams(const gguf::File& f) {
 
 Model::~Model() = default;
 
-void Model::resolve_device(const LoadOptions& options) {
+void Model::resolve_devices(const LoadOptions& options) {
   n_gpu_layers_ = std::max(0, options.n_gpu_layers);
   if (n_gpu_layers_ == 0 && options.device.empty()) return;
   auto& reg = Registry::instance();
-  if (!options.device.empty()) {
-    device_ = &reg.get(options.device);
-    if (device_->kind() == DeviceKind::Cpu) device_ = nullptr;  // "CPU" means no offload
-  } else {
+  std::vector<Device*> named;
+  for (size_t b = 0; b <= options.device.size();) {  // a comma-separated list
+    const size_t e = std::min(options.device.find(',', b), options.device.size());
+    const std::string name = options.device.substr(b, e - b);
+    if (name.empty() && !options.device.empty())
+      raise(ErrorCode::InvalidArgument, "--device '{}': an empty device name", options.device);
+    if (!name.empty()) {
+      Device* d = &reg.get(name);
+      if (std::find(named.begin(), named.end(), d) != named.end())
+        raise(ErrorCode::InvalidArgument, "--device '{}' names {} twice", options.device, name);
+      if (d->kind() != DeviceKind::Cpu) named.push_back(d);  // "CPU" means no offload
+    }
+    b = e + 1;
+  }
+  if (options.device.empty()) {
+    Device* pick = nullptr;
     for (Device* d : reg.devices())
       if (d->kind() == DeviceKind::Gpu || d->kind() == DeviceKind::Accelerator) {
-        device_ = d;
+        pick = d;
         break;
       }
-    if (device_ == nullptr)
+    if (pick == nullptr)
       for (Device* d : reg.devices())
         if (d->kind() != DeviceKind::Cpu) {
-          device_ = d;
+          pick = d;
           break;
         }
-    if (device_ == nullptr)
+    if (pick == nullptr)
       log(LogLevel::Warn,
           fmt::format("-ngl {}: no device found, running every layer on the CPU", n_gpu_layers_));
+    else
+      named.push_back(pick);
   }
-  if (device_ == nullptr || n_gpu_layers_ == 0) {
-    device_ = nullptr;
+  if (options.split_mode == SplitMode::None && named.size() > 1) named.resize(1);
+  if (!options.tensor_split.empty() && options.tensor_split.size() != named.size())
+    raise(ErrorCode::InvalidArgument, "--tensor-split gives {} shares for {} devices",
+          options.tensor_split.size(), named.size());
+  if (named.empty() || n_gpu_layers_ == 0) {
     n_gpu_layers_ = 0;
+    return;
   }
+  // Shares of the offloaded layers: as given, else by the devices' total memory (equal when unknown).
+  std::vector<double> share(named.size(), 1.0);
+  for (size_t i = 0; i < named.size(); ++i) {
+    if (!options.tensor_split.empty()) {
+      const float x = options.tensor_split[i];
+      if (!(x >= 0.0f) || !std::isfinite(x))
+        raise(ErrorCode::InvalidArgument, "--tensor-split: share {} is not a finite number >= 0", x);
+      share[i] = x;
+    } else if (const size_t total = named[i]->memory().total; total > 0) {
+      share[i] = static_cast<double>(total);
+    }
+  }
+  double sum = 0.0;
+  for (double x : share) sum += x;
+  if (!(sum > 0.0)) raise(ErrorCode::InvalidArgument, "--tensor-split: the shares sum to 0");
+  // Offloaded layer r of n_off goes to the first device whose cumulative share passes (r + 0.5) /
+  // n_off, so each device takes a contiguous range as close to its share as whole layers allow; the
+  // output layer goes with the last offloaded layer.
+  const int64_t n_layer = hparams_.n_layer;
+  const int64_t n_off = std::min<int64_t>(n_gpu_layers_, n_layer);
+  const int64_t first = n_layer - n_off;
+  layer_device_.assign(static_cast<size_t>(n_layer + 1), nullptr);
+  for (int64_t r = 0; r < n_off; ++r) {
+    const double at = (static_cast<double>(r) + 0.5) / static_cast<double>(n_off) * sum;
+    double cumulative = 0.0;
+    size_t d = 0;
+    for (; d + 1 < named.size(); ++d) {
+      cumulative += share[d];
+      if (at < cumulative) break;
+    }
+    layer_device_[static_cast<size_t>(first + r)] = named[d];
+  }
+  if (n_gpu_layers_ > n_layer)
+    layer_device_[static_cast<size_t>(n_layer)] =
+        n_off > 0 ? layer_device_[static_cast<size_t>(n_layer - 1)] : named.back();
+  for (Device* d : layer_device_)  // the devices that hold something, in layer order
+    if (d != nullptr && std::find(devices_.begin(), devices_.end(), d) == devices_.end())
+      devices_.push_back(d);
 }
 
 size_t Model::weight_bytes() const noexcept {
@@ -150,11 +206,16 @@ size_t Model::weight_bytes() const noexcept {
   return total;
 }
 
-bool Model::weight_on_device(int64_t where) const noexcept {
-  if (where >= 0) return layer_on_device(where);
-  if (where == kPlaceOutput) return output_on_device();
-  if (where == kPlaceEveryLayer) return layer_on_device(0);  // every layer reads it: there when all are
-  return false;                                              // token embeddings: GET_ROWS on the host
+Device* Model::weight_device(int64_t where) const noexcept {
+  if (where >= 0) return layer_device(where);
+  if (where == kPlaceOutput) return layer_device(hparams_.n_layer);
+  if (where == kPlaceEveryLayer) {  // every layer reads it: on their device when they share one
+    Device* d = layer_device(0);
+    for (int64_t il = 1; il < hparams_.n_layer; ++il)
+      if (layer_device(il) != d) return nullptr;
+    return d;
+  }
+  return nullptr;  // token embeddings: GET_ROWS on the host
 }
 
 void Model::place_weights(const std::function<const void*(const Tensor&)>& host_data,
@@ -162,19 +223,25 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
                           const gguf::ProgressCallback& progress) {
   // Which weights go to the device: the last n_gpu_layers layers, and the output layer when
   // n_gpu_layers exceeds the layer count. The token embeddings stay on the CPU (GET_ROWS).
-  std::vector<Tensor*> on_device, on_host, interleaved;
+  std::vector<Tensor*> on_host, interleaved;
+  std::vector<std::vector<Tensor*>> on_device(devices_.size());  // per device of devices_
   for (const auto& [t, where] : placed_) {
     // A model on the CPU alone keeps its Q4_0 / Q8_0 / F16 / BF16 matrices in the CPU's
     // interleaved layout, which only MUL_MAT reads (not the token embeddings: GET_ROWS; a tied
     // output matrix is a tensor of its own).
-    if (interleave_ && device_ == nullptr && where != kPlaceInput && cpu::interleaved_rows(*t) > 0)
+    Device* d = weight_device(where);
+    if (interleave_ && devices_.empty() && where != kPlaceInput && cpu::interleaved_rows(*t) > 0)
       interleaved.push_back(t);
+    else if (d == nullptr)
+      on_host.push_back(t);
     else
-      (weight_on_device(where) ? on_device : on_host).push_back(t);
+      on_device[static_cast<size_t>(std::find(devices_.begin(), devices_.end(), d) - devices_.begin())]
+          .push_back(t);
   }
 
   size_t total = 0, done = 0;
-  for (const Tensor* t : on_device) total += t->nbytes();
+  for (const auto& list : on_device)
+    for (const Tensor* t : list) total += t->nbytes();
   for (const Tensor* t : interleaved) total += t->nbytes();
   // Copies a weight into its (not host-addressable) buffer from the caller's bytes where there are
   // some, else through staging that `fill` writes. With `drop`, bytes of a mapped file go in slices
@@ -237,19 +304,20 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
       if (progress) progress(done, total);
     }
   }
-  if (on_device.empty()) return;
-
-  BufferType& type = device_->buffer_type();
-  const size_t align = type.alignment();
-  size_t device_bytes = 0;
-  for (const Tensor* t : on_device) device_bytes += (type.alloc_size(*t) + align - 1) / align * align;
-  buffers_.push_back(type.allocate(device_bytes));
-  Buffer& buffer = *buffers_.back();
-  size_t offset = 0;
-  for (Tensor* t : on_device) {
-    buffer.place(*t, offset);
-    offset += (type.alloc_size(*t) + align - 1) / align * align;
-    upload(*t, false);
+  for (size_t i = 0; i < devices_.size(); ++i) {  // one buffer per device
+    if (on_device[i].empty()) continue;
+    BufferType& type = devices_[i]->buffer_type();
+    const size_t align = type.alignment();
+    size_t device_bytes = 0;
+    for (const Tensor* t : on_device[i]) device_bytes += (type.alloc_size(*t) + align - 1) / align * align;
+    buffers_.push_back(type.allocate(device_bytes));
+    Buffer& buffer = *buffers_.back();
+    size_t offset = 0;
+    for (Tensor* t : on_device[i]) {
+      buffer.place(*t, offset);
+      offset += (type.alloc_size(*t) + align - 1) / align * align;
+      upload(*t, false);
+    }
   }
 }
 
@@ -295,7 +363,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
             info->name, tessera::name(t));
     found.push_back({&spec, info});
   }
-  m->resolve_device(options);
+  m->resolve_devices(options);
 
   std::unordered_map<const Tensor*, const gguf::TensorInfo*> source;
   for (const Found& x : found) {
@@ -333,7 +401,7 @@ std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOpt
   h.n_rot = spec.n_embd / spec.n_head;
   h.n_vocab = spec.n_vocab;
   h.rope_n_ctx_orig = spec.n_ctx_train;
-  m->resolve_device(options);
+  m->resolve_devices(options);
   h.n_embd_head_k = h.n_embd_head_v = h.n_rot;
   WeightPlan plan(m->w_, h);
   kLlamaArchitecture.declare_weights(plan);

@@ -44,9 +44,9 @@ Session::Session(const Model& model, const SessionOptions& options)
   cpu_ = std::make_unique<cpu::CpuBackend>(options.n_threads);
   // The scheduler keeps a plan per graph shape (generation steps reuse it), on the CPU too.
   std::vector<Backend*> backends;
-  if (model.device() != nullptr) {
-    device_backend_ = model.device()->make_backend();
-    backends.push_back(device_backend_.get());
+  for (Device* d : model.devices()) {  // each device's nodes run on its backend, copies between them
+    device_backends_.push_back(d->make_backend());
+    backends.push_back(device_backends_.back().get());
   }
   backends.push_back(cpu_.get());
   scheduler_ = std::make_unique<Scheduler>(std::move(backends));

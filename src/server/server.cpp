@@ -355,6 +355,8 @@ void Server::Impl::load() {
     llm::LoadOptions lo;
     lo.n_gpu_layers = opt.n_gpu_layers;
     lo.device = opt.device;
+    lo.split_mode = opt.split_layers ? llm::SplitMode::Layer : llm::SplitMode::None;
+    lo.tensor_split = opt.tensor_split;
     model = llm::Model::load(opt.model_path, lo);
     vocab.emplace(llm::Vocab::from_gguf(*model->file()));
     chat.emplace(ChatFormatter::create(*model->file(), *vocab, opt.chat_template_file));

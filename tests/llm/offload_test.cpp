@@ -13,6 +13,7 @@
 #include "support/cli.h"
 #include "support/opencl.h"
 #include "tessera/device.h"
+#include "tessera/error.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
@@ -101,6 +102,103 @@ TEST(OffloadCli, UnknownDeviceIsAnError) {
   const auto r = testing_support::run_cli("run -m " + kModel + " -p hi -n 2 -ngl 2 --device NoSuchDevice");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("NoSuchDevice"), std::string::npos) << r.out;
+}
+
+namespace {
+
+// Which device holds each layer (then the output layer) of stories260K (5 layers) loaded with `lo`:
+// "0" for Host0, "1" for Host1, "c" for the CPU.
+std::string layout_of(const LoadOptions& lo) {
+  auto model = Model::load(kModel, lo);
+  std::string out;
+  for (int64_t il = 0; il <= model->hparams().n_layer; ++il) {
+    const Device* d = model->layer_device(il);
+    out += d == nullptr ? 'c' : d->name() == "Host0" ? '0' : d->name() == "Host1" ? '1' : '?';
+  }
+  return out;
+}
+
+LoadOptions split(int ngl, std::string devices, std::vector<float> shares = {},
+                  SplitMode mode = SplitMode::Layer) {
+  LoadOptions lo;
+  lo.n_gpu_layers = ngl;
+  lo.device = std::move(devices);
+  lo.tensor_split = std::move(shares);
+  lo.split_mode = mode;
+  return lo;
+}
+
+}  // namespace
+
+// --split-mode layer: each device a contiguous range of the offloaded layers, by its share (here
+// by hand: offloaded layer r of n goes to the device whose cumulative share passes (r + 0.5) / n);
+// the output layer with the last; -sm none: the first device only.
+TEST(LayerSplit, EachDeviceTakesAContiguousRangeByItsShare) {
+  ASSERT_NE(Registry::instance().find("Host1"), nullptr) << "ctest sets TESSERA_HOST_DEVICES=2";
+  EXPECT_EQ(layout_of(split(99, "Host0,Host1", {3, 2})), "000111");  // 0.5 1.5 2.5 | 3.5 4.5 of 5
+  EXPECT_EQ(layout_of(split(99, "Host0,Host1", {1, 1})), "001111");  // 2.5 is not below 2.5
+  EXPECT_EQ(layout_of(split(99, "Host1,Host0", {4, 1})), "111100");  // the order named
+  EXPECT_EQ(layout_of(split(5, "Host0,Host1", {3, 2})), "00011c");   // no output layer
+  EXPECT_EQ(layout_of(split(2, "Host0,Host1", {1, 1})), "ccc01c");   // the last 2 layers, halved
+  EXPECT_EQ(layout_of(split(99, "Host0,Host1", {1, 0})), "000000");  // a share of 0: nothing
+  EXPECT_EQ(layout_of(split(99, "Host0,Host1", {}, SplitMode::None)), "000000");
+  EXPECT_EQ(layout_of(split(99, "Host0,Host1")), "001111");  // equal memory: halves
+  auto model = Model::load(kModel, split(99, "Host0,Host1", {1, 0}));
+  EXPECT_EQ(model->devices().size(), 1u);  // only the devices that hold something
+}
+
+TEST(LayerSplit, BadDeviceListsAndSharesAreErrors) {
+  ASSERT_NE(Registry::instance().find("Host1"), nullptr) << "ctest sets TESSERA_HOST_DEVICES=2";
+  const auto error_of = [](const LoadOptions& lo) -> std::string {
+    try {
+      Model::load(kModel, lo);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error_of(split(99, "Host0,Host1", {1})).find("1 shares for 2 devices"), std::string::npos);
+  EXPECT_NE(error_of(split(99, "Host0,Host0")).find("names Host0 twice"), std::string::npos);
+  EXPECT_NE(error_of(split(99, "Host0,,Host1")).find("empty device name"), std::string::npos);
+  EXPECT_NE(error_of(split(99, "Host0,Host1", {0, 0})).find("sum to 0"), std::string::npos);
+  EXPECT_NE(error_of(split(99, "Host0,Host1", {-1, 2})).find("not a finite number >= 0"), std::string::npos);
+  EXPECT_NE(error_of(split(99, "Host0,NoSuchDevice")).find("NoSuchDevice"), std::string::npos);
+}
+
+// Split across Host0 and Host1, generation gives the one-device run's logits and tokens, and the
+// report shows each device's split and the bytes crossing between them.
+TEST(LayerSplit, TwoHostDevicesGiveTheOneDeviceLogitsAndTokens) {
+  ASSERT_NE(Registry::instance().find("Host1"), nullptr) << "ctest sets TESSERA_HOST_DEVICES=2";
+  const RunResult one = run(split(99, "Host0"), 20);
+  const RunResult two = run(split(99, "Host0,Host1", {3, 2}), 20);
+  EXPECT_EQ(one.prompt_logits, two.prompt_logits);  // the same kernels, on other memory
+  EXPECT_EQ(one.greedy, two.greedy);
+  static const std::regex line(R"(split \d+: (Host[01]) .* inputs copied \(([0-9.]+) KiB\))");
+  std::string order;
+  for (auto it = std::sregex_iterator(two.report.begin(), two.report.end(), line);
+       it != std::sregex_iterator(); ++it)
+    order += (*it)[1].str().back();
+  EXPECT_EQ(order, "01") << two.report;  // one split each: layers 0-2, then 3-4 and the output
+  EXPECT_NE(two.report.find("no CPU fallbacks"), std::string::npos) << two.report;
+}
+
+TEST(LayerSplitCli, SplitModeAndTensorSplitFlags) {
+  const std::string tokens = " --tokens '1 2 3 4 5 6 7 8' -o /dev/null";
+  auto r = testing_support::run_cli(
+      "logits -m " + kModel + tokens + " -ngl 99 --device Host0,Host1 -sm layer -ts 3,1",
+      "TESSERA_HOST_DEVICES=2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = testing_support::run_cli("logits -m " + kModel + tokens + " -ngl 99 --device Host0,Host1 -ts 3",
+                               "TESSERA_HOST_DEVICES=2");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 shares for 2 devices"), std::string::npos) << r.out;
+  r = testing_support::run_cli("logits -m " + kModel + tokens + " -ngl 99 --device Host0,Host1 -sm row",
+                               "TESSERA_HOST_DEVICES=2");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("row"), std::string::npos) << r.out;
+  r = testing_support::run_cli("logits -m " + kModel + tokens + " -ngl 99 --device Host0,Host1 -ts 1,x",
+                               "TESSERA_HOST_DEVICES=2");
+  EXPECT_NE(r.code, 0) << r.out;
 }
 
 namespace {

@@ -76,6 +76,12 @@ void check_against_oracle(const Oracle& o, const LoadOptions& lo, bool flash_att
               tokens.size());
   EXPECT_LE(nmse, o.max_nmse) << o.name << "\n" << s.report();
   EXPECT_GE(argmax_equal * 16, tokens.size() * 15) << o.name;
+  if (lo.device.find(',') != std::string::npos) {
+    // Split: each device holds layers and computed a split of its own.
+    EXPECT_EQ(model->devices().size(), 2u);
+    for (const Device* d : model->devices())
+      EXPECT_NE(s.report().find(": " + d->name() + " "), std::string::npos) << s.report();
+  }
   if (model->device() != nullptr && !moe) {
     // Every layer ran on the device: no node fell back to the CPU.
     EXPECT_NE(s.report().find("no CPU fallbacks"), std::string::npos) << s.report();
@@ -122,11 +128,15 @@ std::vector<OracleRun> runs() {
   on("CPU", kMoeOracles, /*flash_attn=*/true, /*moe=*/true);
   // The host runtime (ctest sets TESSERA_HOST_DEVICES=2): its executables fuse RMS_NORM + MUL.
   on("Host0", kFloatOracles);
+  // Layers split across two devices (--split-mode layer): each takes half, activations cross.
+  on("Host0,Host1", kFloatOracles);
 #if TESSERA_HAVE_OPENCL
   // Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
   on("OpenCL0", kFloatOracles);
   on("OpenCL0", kQuantOracles);
   on("OpenCL0", kMoeOracles, false, /*moe=*/true);
+  on("OpenCL0,OpenCL1", kFloatOracles);
+  on("OpenCL0,OpenCL1", kQuantOracles);
 #endif
   return out;
 }
@@ -134,7 +144,7 @@ std::vector<OracleRun> runs() {
 std::string run_name(const testing::TestParamInfo<OracleRun>& info) {
   std::string s = info.param.device + (info.param.flash_attn ? "_fused_" : "_") + info.param.oracle.name;
   for (char& c : s)
-    if (c == '-') c = '_';
+    if (c == '-' || c == ',') c = '_';
   return s;
 }
 
@@ -146,8 +156,12 @@ TEST_P(ArchitectureOracle, Matches) {
   const OracleRun& r = GetParam();
   LoadOptions lo;
   if (r.device != "CPU") {
-    ASSERT_NE(Registry::instance().find(r.device), nullptr)
-        << "no " << r.device << " (POCL_DEVICES=\"pthread pthread\" runs OpenCL on the CPU)";
+    for (size_t b = 0; b < r.device.size();) {  // each device of a split
+      const size_t e = std::min(r.device.find(',', b), r.device.size());
+      ASSERT_NE(Registry::instance().find(r.device.substr(b, e - b)), nullptr)
+          << "no " << r.device << " (POCL_DEVICES=\"pthread pthread\" runs OpenCL on the CPU)";
+      b = e + 1;
+    }
     lo.n_gpu_layers = 99;
     lo.device = r.device;
   }

@@ -6,6 +6,7 @@
 
 #include "checks.h"
 #include "commands.h"
+#include "split_flags.h"
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
@@ -15,6 +16,7 @@ namespace tessera::cli {
 void add_logits(CLI::App& app) {
   struct Args {
     std::string model, tokens, out, device;
+    SplitFlags split;
     int threads = 0, n_gpu_layers = 0;
     bool no_mmap = false;
   };
@@ -26,7 +28,8 @@ void add_logits(CLI::App& app) {
   cmd->add_option("-o,--output", args->out, "output file")->required();
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(non_negative());
-  cmd->add_option("--device", args->device, "device for offloaded layers");
+  cmd->add_option("--device", args->device, "device for offloaded layers, or several: OpenCL0,OpenCL1");
+  args->split.add_to(cmd);
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args] {
     std::vector<int32_t> ids;
@@ -48,6 +51,7 @@ void add_logits(CLI::App& app) {
     llm::LoadOptions lo;
     lo.n_gpu_layers = args->n_gpu_layers;
     lo.device = args->device;
+    args->split.apply(lo);
     lo.use_mmap = !args->no_mmap;
     auto model = llm::Model::load(args->model, lo);
     llm::SessionOptions so;

@@ -11,6 +11,7 @@
 
 #include "checks.h"
 #include "commands.h"
+#include "split_flags.h"
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
@@ -21,6 +22,7 @@ namespace {
 
 struct PerplexityArgs {
   std::string model, file, device, kld_base;
+  SplitFlags split;
   int64_t n_ctx = 512, n_batch = 2048, chunks = -1;
   int threads = 0, n_gpu_layers = 0;
   bool kl_divergence = false, ctx_given = false, no_mmap = false;
@@ -118,6 +120,7 @@ void run_perplexity(const PerplexityArgs& a) {
 
   llm::LoadOptions lo;
   lo.n_gpu_layers = a.n_gpu_layers;
+  a.split.apply(lo);
   lo.device = a.device;
   lo.use_mmap = !a.no_mmap;
   auto model = llm::Model::load(a.model, lo);
@@ -206,7 +209,8 @@ void add_perplexity(CLI::App& app) {
   cmd->add_flag("--kl-divergence", args->kl_divergence,
                 "compare the model with the base file's: KL divergence, PPL ratio, same top token");
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(non_negative());
-  cmd->add_option("--device", args->device, "device for offloaded layers");
+  cmd->add_option("--device", args->device, "device for offloaded layers, or several: OpenCL0,OpenCL1");
+  args->split.add_to(cmd);
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args, ctx] {
     args->ctx_given = ctx->count() > 0;

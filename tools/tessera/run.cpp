@@ -13,6 +13,7 @@
 #include "checks.h"
 #include "commands.h"
 #include "progress.h"
+#include "split_flags.h"
 #include "tessera/error.h"
 #include "tessera/llm/generator.h"
 #include "tessera/llm/grammar.h"
@@ -29,6 +30,7 @@ namespace {
 
 struct RunArgs {
   std::string model, prompt, device, system_prompt, chat_template_file;
+  SplitFlags split;
   std::string prompt_cache;       // --prompt-cache FILE
   bool prompt_cache_all = false;  // also save the generated tokens at the end
   bool chat = false;
@@ -110,6 +112,7 @@ void run(const RunArgs& a) {
   llm::LoadOptions lo;
   lo.n_gpu_layers = a.n_gpu_layers;
   lo.device = a.device;
+  a.split.apply(lo);
   lo.use_mmap = !a.no_mmap;
   ProgressBar bar("loading");
   lo.progress = [&](size_t done, size_t total) { bar.update(done, total); };
@@ -261,7 +264,9 @@ void add_run(CLI::App& app) {
   cmd->add_option("--repeat-penalty", args->repeat_penalty, "repetition penalty (1: off)")->check(positive());
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload to the device")
       ->check(non_negative());
-  cmd->add_option("--device", args->device, "device for offloaded layers (e.g. OpenCL0)");
+  cmd->add_option("--device", args->device,
+                  "device for offloaded layers (e.g. OpenCL0), or several: OpenCL0,OpenCL1");
+  args->split.add_to(cmd);
   cmd->add_option(
          "--flash-attn", args->flash_attn,
          "attention (one FLASH_ATTN_EXT per layer) on the CPU: on: its online-softmax kernel; off: the "

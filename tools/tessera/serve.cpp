@@ -8,6 +8,7 @@
 
 #include "checks.h"
 #include "commands.h"
+#include "split_flags.h"
 #include "tessera/server.h"
 
 namespace tessera::cli {
@@ -66,7 +67,10 @@ void add_serve(CLI::App& app) {
   cmd->add_option("-t,--threads", o->n_threads, "CPU threads (0: all cores)")->check(non_negative());
   cmd->add_option("--n-gpu-layers", o->n_gpu_layers, "layers to offload to the device")
       ->check(non_negative());
-  cmd->add_option("--device", o->device, "device for offloaded layers (e.g. OpenCL0)");
+  cmd->add_option("--device", o->device,
+                  "device for offloaded layers (e.g. OpenCL0), or several: OpenCL0,OpenCL1");
+  auto split = std::make_shared<SplitFlags>();
+  split->add_to(cmd);
   cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY");
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template (default: the model's)");
@@ -105,7 +109,11 @@ void add_serve(CLI::App& app) {
                   "on SIGTERM, seconds the requests already admitted may take to finish (new ones get "
                   "503) before the server stops anyway")
       ->check(positive());
-  cmd->callback([o, drain_timeout_s] { serve(*o, *drain_timeout_s); });
+  cmd->callback([o, drain_timeout_s, split] {
+    o->split_layers = split->mode == "layer";
+    o->tensor_split = split->tensor_split;
+    serve(*o, *drain_timeout_s);
+  });
 }
 
 }  // namespace tessera::cli

@@ -124,9 +124,21 @@ struct ModelWeights {
   std::vector<Layer> layers;
 };
 
+// How offloaded layers spread over several devices (llama.cpp's --split-mode): none keeps them on
+// the first device named; layer gives each device a contiguous range of them.
+enum class SplitMode { None, Layer };
+
 struct LoadOptions {
-  int n_gpu_layers = 0;  // the last N layers (and the output layer when N > n_layer) go to `device`
-  std::string device;    // device name; empty = the first GPU/accelerator, else the first non-CPU device
+  // The last N layers (and the output layer when N > n_layer) go to the devices.
+  int n_gpu_layers = 0;
+  // Device name, or several separated by commas (OpenCL0,OpenCL1: with SplitMode::Layer each takes
+  // a contiguous range of the offloaded layers, in that order); empty = the first GPU/accelerator,
+  // else the first non-CPU device.
+  std::string device;
+  SplitMode split_mode = SplitMode::Layer;
+  // Each device's share of the offloaded layers (llama.cpp's --tensor-split 3,1), one per device
+  // named; empty: shares by the devices' total memory.
+  std::vector<float> tensor_split;
   gguf::ProgressCallback progress;
   bool use_mmap = true;  // false: read the file into memory (gguf::OpenOptions says when that pays)
 };
@@ -158,27 +170,35 @@ class Model {
   Tensor* rope_freqs() const noexcept { return w_.rope_freqs; }
   // True when output.weight is absent and the output projection reads token_embd.weight.
   bool tied_output() const noexcept { return tied_output_; }
-  // The device holding offloaded layers (nullptr when everything is on the CPU).
-  Device* device() const noexcept { return device_; }
+  // The devices holding offloaded layers, in layer order (empty when everything is on the CPU),
+  // and the first of them (nullptr then).
+  const std::vector<Device*>& devices() const noexcept { return devices_; }
+  Device* device() const noexcept { return devices_.empty() ? nullptr : devices_.front(); }
   int n_gpu_layers() const noexcept { return n_gpu_layers_; }
-  bool layer_on_device(int64_t il) const noexcept {
-    return device_ != nullptr && il >= hparams_.n_layer - n_gpu_layers_;
+  // The device holding layer il's weights and KV cells (il == n_layer: the output layer), or
+  // nullptr for the CPU.
+  Device* layer_device(int64_t il) const noexcept {
+    return il >= 0 && static_cast<size_t>(il) < layer_device_.size() ? layer_device_[static_cast<size_t>(il)]
+                                                                     : nullptr;
   }
-  bool output_on_device() const noexcept { return device_ != nullptr && n_gpu_layers_ > hparams_.n_layer; }
+  bool layer_on_device(int64_t il) const noexcept { return layer_device(il) != nullptr; }
+  bool output_on_device() const noexcept { return layer_device(hparams_.n_layer) != nullptr; }
   // The GGUF file (nullptr for synthetic models).
   const gguf::File* file() const noexcept { return file_.get(); }
   size_t weight_bytes() const noexcept;
 
  private:
   Model() = default;
-  void resolve_device(const LoadOptions& options);
+  // The devices and which layers each holds, from -ngl, --device, --split-mode and --tensor-split.
+  void resolve_devices(const LoadOptions& options);
   // Gives every weight memory: CPU weights via host_data (nullptr = allocate host memory),
   // device weights in one device buffer; fill(t, dst) writes a weight's ggml bytes to dst.
   void place_weights(const std::function<const void*(const Tensor&)>& host_data,
                      const std::function<void(const Tensor&, void*)>& fill,
                      const gguf::ProgressCallback& progress);
-  // Whether a weight placed by `where` (a layer index or a WeightSpec placement) goes to the device.
-  bool weight_on_device(int64_t where) const noexcept;
+  // The device a weight placed by `where` (a layer index or a WeightSpec placement) goes to, or
+  // nullptr for the CPU.
+  Device* weight_device(int64_t where) const noexcept;
 
   Hparams hparams_;
   ModelWeights w_;
@@ -187,7 +207,8 @@ class Model {
   // Q4_0 / Q8_0 matrices to the CPU's interleaved layout: a copy, so only when the file is mapped
   // (its pages are dropped after the copy; a file read into memory would be held twice).
   bool interleave_ = true;
-  Device* device_ = nullptr;
+  std::vector<Device*> devices_;
+  std::vector<Device*> layer_device_;  // per layer, then the output layer; nullptr: the CPU
   int n_gpu_layers_ = 0;
   std::unique_ptr<gguf::File> file_;
   Context ctx_;  // weight descriptors

@@ -94,7 +94,7 @@ class Session {
   SessionOptions options_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<cpu::CpuBackend> cpu_;
-  std::unique_ptr<Backend> device_backend_;
+  std::vector<std::unique_ptr<Backend>> device_backends_;  // one per device of the model
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Buffer> input_buffer_;
   std::vector<float> logits_;
