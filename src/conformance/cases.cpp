@@ -107,6 +107,31 @@ void unary_family(std::vector<std::unique_ptr<Case>>& out) {
   }
 }
 
+// gpt-oss's pieces: ADD_ID (the experts' biases) and the clamped SwiGLU, split and fused; a limit
+// of 0.5 makes the clamps bind on inputs in [-1, 1].
+void gpt_oss_family(std::vector<std::unique_ptr<Case>>& out) {
+  for (const Ne& ne : {Ne{64, 4, 7, 1}, Ne{33, 1, 5, 1}})
+    add(out, Op::AddId, fmt::format("ADD_ID(type=f32, ne={}, n_rows=8)", ne_str(ne)), [=](Case& c, Context& ctx) {
+      Tensor* a = c.leaf(ctx, DType::F32, ne);
+      Tensor* b = c.leaf(ctx, DType::F32, {ne[0], 8, 1, 1});
+      Tensor* ids = c.leaf(ctx, DType::I32, {ne[1], ne[2], 1, 1}, Fill::Indices, 8);
+      return ops::add_id(ctx, a, b, ids);
+    });
+  for (float limit : {0.5f, 7.0f}) {
+    for (const Ne& ne : {Ne{128, 4, 3, 1}, Ne{7, 5, 1, 2}})
+      add(out, Op::Glu, fmt::format("GLU(op=swiglu_oai, ne={}, alpha=1.702, limit={})", ne_str(ne), limit),
+          [=](Case& c, Context& ctx) {
+            return ops::swiglu_oai(ctx, c.leaf(ctx, DType::F32, ne), c.leaf(ctx, DType::F32, ne), 1.702f, limit);
+          });
+    for (bool swapped : {false, true})
+      add(out, Op::Glu, fmt::format("GLU(op=swiglu_oai, fused ne=[64,3,2,1], swapped={}, limit={})", swapped, limit),
+          [=](Case& c, Context& ctx) {
+            return ops::glu(ctx, c.leaf(ctx, DType::F32, {64, 3, 2, 1}), nullptr,
+                            GluParams{GluOp::SwigluOai, swapped, 1.702f, limit});
+          });
+  }
+}
+
 void binary_family(std::vector<std::unique_ptr<Case>>& out) {
   const std::pair<DType, DType> mixes[] = {
       {DType::F32, DType::F32}, {DType::F16, DType::F16}, {DType::F16, DType::F32}};
@@ -393,6 +418,14 @@ void attention_family(std::vector<std::unique_ptr<Case>>& out) {
               Tensor* mask = c.leaf(ctx, mt, {ne[0], ne[1] + 2, 1, 1});
               return ops::soft_max(ctx, a, mask, 0.125f, max_bias);
             });
+    // Attention sinks: one logit per head joining each row's denominator (gpt-oss).
+    add(out, Op::SoftMax, fmt::format("SOFT_MAX(type=f32, ne={}, mask=f16, scale=0.125, sinks)", ne_str(ne)),
+        [=](Case& c, Context& ctx) {
+          Tensor* a = c.leaf(ctx, DType::F32, ne);
+          Tensor* mask = c.leaf(ctx, DType::F16, {ne[0], ne[1], 1, 1});
+          Tensor* sinks = c.leaf(ctx, DType::F32, {ne[2], 1, 1, 1});
+          return ops::soft_max(ctx, a, mask, 0.125f, 0.0f, sinks);
+        });
   }
   // ROPE: both modes, partial rotation, YaRN, freq factors, f16.
   for (DType t : {DType::F32, DType::F16}) {
@@ -742,6 +775,7 @@ std::vector<std::unique_ptr<Case>> all_cases() {
   shape_family(out);
   binary_family(out);
   unary_family(out);
+  gpt_oss_family(out);
   norm_family(out);
   resample_family(out);
   attention_family(out);

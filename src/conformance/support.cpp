@@ -27,7 +27,11 @@ size_t n_slots(Op op) {
 const char* slot_name(Op op, size_t i) {
   switch (op) {
     case Op::SoftMax:
-      return i == 1 ? "mask" : "a";
+      return i == 1 ? "mask" : i == 2 ? "sinks" : "a";
+    case Op::AddId:
+      return i == 0 ? "a" : i == 1 ? "b" : "ids";
+    case Op::Glu:
+      return i == 0 ? "gate" : "up";
     case Op::FlashAttnExt:
       return i == 0 ? "q" : i == 1 ? "k" : i == 2 ? "v" : "mask";
     case Op::Rope:
@@ -109,6 +113,15 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
       node = ops::acc(ctx, a, leaf(src(1), {8, 2, 1, 1}, Fill::Uniform, 0), a->nb[1], a->nb[2], a->nb[3], 0);
       break;
     }
+    case Op::AddId:
+      node = ops::add_id(ctx, leaf(src(0), {64, 2, 3, 1}, Fill::Uniform, 0),
+                         leaf(src(1), {64, 4, 1, 1}, Fill::Uniform, 0), leaf(src(2), {2, 3, 1, 1}, Fill::Indices, 4));
+      break;
+    case Op::Glu: {
+      Tensor* up = types.src[1] ? leaf(*types.src[1], {64, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
+      node = ops::swiglu_oai(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), up, 1.702f, 0.5f);
+      break;
+    }
     case Op::Unary:
       node = ops::unary(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), static_cast<UnaryOp>(variant));
       break;
@@ -159,7 +172,8 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
       break;
     case Op::SoftMax: {
       Tensor* mask = types.src[1] ? leaf(*types.src[1], {16, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
-      node = ops::soft_max(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), mask, 0.5f, 0.0f);
+      Tensor* sinks = types.src[2] ? leaf(*types.src[2], {2, 1, 1, 1}, Fill::Uniform, 0) : nullptr;
+      node = ops::soft_max(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), mask, 0.5f, 0.0f, sinks);
       break;
     }
     case Op::FlashAttnExt: {

@@ -615,7 +615,7 @@ TEST(CpuMulMat, MatVecKernelsMatchTheTilesBitForBit) {
       {cpu::mm::WeightKind::BF16, DType::BF16},    {cpu::mm::WeightKind::Q4_0, DType::Q4_0},
       {cpu::mm::WeightKind::Q8_0, DType::Q8_0},    {cpu::mm::WeightKind::Q4_1, DType::Q4_1},
       {cpu::mm::WeightKind::Q5_0, DType::Q5_0},    {cpu::mm::WeightKind::Q5_1, DType::Q5_1},
-      {cpu::mm::WeightKind::IQ4_NL, DType::IQ4_NL}};
+      {cpu::mm::WeightKind::IQ4_NL, DType::IQ4_NL}, {cpu::mm::WeightKind::MXFP4, DType::MXFP4}};
   constexpr int kRows = cpu::mm::kMatVecRows;
   for (const auto& [kind, type] : kinds) {
     const bool quant = is_quantized(type);

@@ -7,7 +7,8 @@ namespace {
 const Architecture* const kArchitectures[] = {
     &kLlamaArchitecture,    &kQwen2Architecture, &kQwen3Architecture,
     &kQwen3MoeArchitecture, &kPhi3Architecture,  &kGemma2Architecture,
-    &kGemma3Architecture,   &kBertArchitecture,  &kNomicBertArchitecture};
+    &kGemma3Architecture,   &kBertArchitecture,  &kNomicBertArchitecture,
+    &kGptOssArchitecture};
 
 }  // namespace
 
