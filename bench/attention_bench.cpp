@@ -1,7 +1,9 @@
-// One layer's attention over an F16 KV cache on the CPU fast kernels, as the model graphs build it:
-// the fused FLASH_ATTN_EXT against MUL_MAT(K, Q), SOFT_MAX (causal mask, scale), MUL_MAT(V, KQ)
-// and the head merge. Shapes of the 250M Llama of the benchmarks: head size 64, 16 query heads
-// over 4 K/V heads; n_kv cells in the context and n_q queries (1: a generation step).
+// One layer's attention over an F16 KV cache on the CPU fast kernels: the graph ops MUL_MAT(K, Q),
+// SOFT_MAX (causal mask, scale), MUL_MAT(V, KQ) and the head merge (mode 0, what the model graphs
+// built before FLASH_ATTN_EXT replaced them), FLASH_ATTN_EXT as the model graphs build it (mode 1:
+// the CPU kernel's choice, the composed ops per group of query rows), and FLASH_ATTN_EXT with the
+// online softmax asked for (mode 2). Shapes of the 250M Llama of the benchmarks: head size 64, 16
+// query heads over 4 K/V heads; n_kv cells in the context and n_q queries (1: a generation step).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -32,9 +34,9 @@ void fill_random(Tensor* t, uint32_t seed) {
     std::copy(v.begin(), v.end(), static_cast<float*>(t->data));
 }
 
-// args: fused (0/1), n_kv, n_q, threads
+// args: mode (0 graph ops, 1 FLASH_ATTN_EXT, 2 its online softmax), n_kv, n_q, threads
 void BM_Attention(benchmark::State& state) {
-  const bool fused = state.range(0) != 0;
+  const int64_t mode = state.range(0);
   const int64_t n_kv = state.range(1), n_q = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   Context ctx(true);
@@ -52,8 +54,8 @@ void BM_Attention(benchmark::State& state) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHead));
   Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);
   Tensor* out = nullptr;
-  if (fused) {
-    out = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, v_cells), mask, scale);
+  if (mode > 0) {
+    out = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, v_cells), mask, scale, 0.0f, 0.0f, mode == 2);
   } else {
     Tensor* kq = ops::soft_max(ctx, ops::mul_mat(ctx, k, qp), mask, scale);
     out = ops::cont(ctx, ops::permute(ctx, ops::mul_mat(ctx, v_cells, kq), 0, 2, 1, 3));
@@ -71,9 +73,15 @@ void BM_Attention(benchmark::State& state) {
 
 void args(benchmark::internal::Benchmark* b) {
   for (int64_t n_kv : {512, 2048, 4096})
-    for (int fused : {0, 1}) b->Args({fused, n_kv, 1, 1});
-  for (int fused : {0, 1}) b->Args({fused, 512, 512, 1});
-  b->ArgNames({"fused", "n_kv", "n_q", "threads"});
+    for (int mode : {0, 1, 2}) b->Args({mode, n_kv, 1, 1});
+  for (int64_t n_kv : {64, 128, 256, 512})
+    for (int mode : {0, 1, 2}) b->Args({mode, n_kv, 1, 2});
+  for (int64_t n_kv : {64, 128, 256})
+    for (int mode : {0, 1, 2}) b->Args({mode, n_kv, 1, 1});
+  for (int64_t n_kv : {512, 4096})
+    for (int mode : {0, 1, 2}) b->Args({mode, n_kv, 512, 1});
+  for (int mode : {0, 1, 2}) b->Args({mode, 4096, 512, 2});
+  b->ArgNames({"mode", "n_kv", "n_q", "threads"});
 }
 
 BENCHMARK(BM_Attention)->Apply(args)->Unit(benchmark::kMicrosecond);

@@ -190,7 +190,7 @@ typedef struct tessera_context_params {
   int64_t n_batch;    /* tokens per evaluated micro-batch (default 512) */
   int32_t n_threads;  /* CPU threads; 0: all cores */
   int32_t kv_f32;     /* nonzero: K and V in F32 (default F16) */
-  int32_t flash_attn; /* nonzero: fused attention for the layers on the CPU */
+  int32_t flash_attn; /* nonzero: the CPU's attention by its online-softmax kernel (slower today) */
   int32_t embeddings; /* nonzero: decodes give hidden states (tessera_get_embeddings), no logits */
 } tessera_context_params;
 

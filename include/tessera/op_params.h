@@ -96,11 +96,14 @@ struct SoftMaxParams {
   float max_bias = 0.0f;
 };
 
-// FLASH_ATTN_EXT (ops.h): the scale of K^T q, ALiBi's max_bias, the logit soft-cap (0: none).
+// FLASH_ATTN_EXT (ops.h): the scale of K^T q, ALiBi's max_bias, the logit soft-cap (0: none);
+// online_softmax asks the CPU for its fused online-softmax kernel whatever the shapes (a kernel
+// choice, not a semantic: see ops.h).
 struct FlashAttnParams {
   float scale = 1.0f;
   float max_bias = 0.0f;
   float softcap = 0.0f;
+  bool online_softmax = false;
 };
 
 struct RopeParams {

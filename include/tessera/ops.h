@@ -92,8 +92,12 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 
 // s = scale * (k^T q), then s = softcap * tanh(s / softcap) when softcap > 0, then
 // s += slope(h) * mask (ALiBi slopes of SOFT_MAX when max_bias > 0), out = v softmax(s).
 // K/V heads are shared by groups of H / H_kv query heads. A row whose every s is -inf gives zeros.
+// How it is computed is the backend's choice: the CPU runs the composed ops' kernels per group of
+// query rows where V is the KV cache's transposed view, else its online softmax, which
+// online_softmax asks for always; the scheduler runs it as MUL_MAT, SOFT_MAX, MUL_MAT on a device
+// that lacks it (docs/ARCHITECTURE.md, "CPU attention").
 Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
-                       float max_bias = 0.0f, float softcap = 0.0f);
+                       float max_bias = 0.0f, float softcap = 0.0f, bool online_softmax = false);
 
 // a: [D, H, T, B] F32/F16; positions: I32 [T]; freq_factors: optional F32 [n_dims/2].
 Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, const RopeParams& p);

@@ -32,6 +32,7 @@ struct SchedulerSplit {
   size_t bytes_copied = 0;    // per compute
   size_t weights_copied = 0;  // of the inputs, model weights (kFlagWeight)
   size_t weight_bytes_copied = 0;
+  size_t decomposed = 0;  // fused nodes (FLASH_ATTN_EXT) the backend lacks, run as their ops
 };
 
 struct Fallback {
@@ -55,8 +56,10 @@ class Scheduler {
   // views live with their memory; a node writing into existing memory runs where it is; a node
   // reading a leaf in a device's memory runs on that device; a node reading a model weight
   // (kFlagWeight) in host memory runs on the CPU unless a device wants_offload() it; any other
-  // node follows the device that produced one of its inputs; else the CPU. A node its chosen
-  // backend does not support falls back to the CPU (listed in fallbacks()).
+  // node follows the device that produced one of its inputs; else the CPU. A fused node its chosen
+  // backend does not support runs there as the ops it is made of when the backend has them all
+  // (FLASH_ATTN_EXT: MUL_MAT, SOFT_MAX, MUL_MAT per group of query rows; SchedulerSplit::decomposed);
+  // any other node it does not support falls back to the CPU (listed in fallbacks()).
   void compute(const Graph& graph);
   // Plans the graph as compute would (and keeps the plan) and grows the buffers to its needs,
   // touching their memory, but runs nothing: reserving the largest graph up front keeps memory

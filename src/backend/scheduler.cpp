@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "backend/decompose.h"
 #include "backend/graph_index.h"
 #include "core/check.h"
 #include "tessera/allocator.h"
@@ -56,7 +57,11 @@ struct Scheduler::Plan {
   std::vector<uint8_t> is_output;  // per node: its memory outlives the graph
   std::vector<SchedulerSplit> splits;
   std::vector<Fallback> fallbacks;
-  std::vector<Graph> graphs;  // per split: its mirrors
+  // Fused nodes whose backend lacks them run as the ops they are made of (decompose.h): per node
+  // its decomposition's index, or kNone. The node's mirror then only holds the result.
+  std::vector<size_t> decomposed;
+  std::vector<std::unique_ptr<Decomposition>> decompositions;
+  std::vector<Graph> graphs;  // per split: its mirrors (and decompositions' nodes)
   struct Input {
     Tensor* copy;
     Ref root;     // what is copied (a node's mirror or a leaf)
@@ -272,6 +277,15 @@ void Scheduler::assign(Plan& p) {
     return is_node_ref(root) ? p.backend[static_cast<size_t>(root)] : d.leaf_owner[leaf_of(root)];
   };
   p.backend.assign(p.mirrors.size(), cpu);
+  p.decomposed.assign(p.mirrors.size(), kNone);
+  // A fused node `b` lacks, as ops b runs (all of them), or null.
+  auto decomposition = [&](size_t i, size_t b) -> std::unique_ptr<Decomposition> {
+    if (p.mirrors[i].op != Op::FlashAttnExt) return nullptr;
+    auto dec = Decomposition::flash_attn(p.mirrors[i], &p.mirrors[i]);
+    for (const Tensor* n : dec->nodes())
+      if (!is_view_op(n->op) && !backends_[b]->supports(*n)) return nullptr;
+    return dec;
+  };
   for (size_t i = 0; i < p.mirrors.size(); ++i) {
     const Tensor& m = p.mirrors[i];
     size_t chosen = kNone;
@@ -319,6 +333,10 @@ void Scheduler::assign(Plan& p) {
         chosen = cpu;
       } else if (backends_[preferred]->supports(m)) {
         chosen = preferred;
+      } else if (auto dec = decomposition(i, preferred)) {
+        chosen = preferred;
+        p.decomposed[i] = p.decompositions.size();
+        p.decompositions.push_back(std::move(dec));
       } else {
         chosen = cpu;
         p.fallbacks.push_back(
@@ -450,15 +468,24 @@ void Scheduler::plan_memory(Plan& p) {
     for (size_t i = split.first_node; i < split.first_node + split.n_nodes; ++i) {
       members.push_back(&p.mirrors[i]);
       if (keep[i]) outs.push_back(&p.mirrors[i]);
+      if (p.decomposed[i] == kNone) continue;
+      // The decomposition reads the node's sources (input copies included) through its hub; the
+      // mirror becomes an op-less node, planned before the ops that write its memory.
+      Decomposition& dec = *p.decompositions[p.decomposed[i]];
+      Tensor& m = p.mirrors[i];
+      dec.hub().src = m.src;
+      m.op = Op::None;
+      m.src = {};
+      dec.rebind();
+      members.insert(members.end(), dec.nodes().begin(), dec.nodes().end());
+      ++split.decomposed;
     }
     p.graphs.push_back(Graph::from_nodes(members, outs));
     const AllocationPlan memory = plan_graph(p.graphs.back(), type);
     const size_t base = align_up(cursor[a], type.alignment());
-    for (const auto& [t, offset] : memory.offsets) {
-      const auto i = static_cast<size_t>(t - p.mirrors.data());  // the sub-graph holds mirrors only
-      TESSERA_ASSERT(i < n_nodes);
-      p.placements.push_back({&p.mirrors[i], a, base + offset});
-    }
+    // Mirrors and the decompositions' nodes; never a leaf or an input copy (they have memory).
+    for (const auto& [t, offset] : memory.offsets)
+      p.placements.push_back({const_cast<Tensor*>(t), a, base + offset});
     cursor[a] = base + memory.peak;
     for (const auto& in : p.inputs[s]) {
       const size_t offset = align_up(cursor[a], type.alignment());
@@ -473,7 +500,8 @@ void Scheduler::plan_memory(Plan& p) {
     for (int k = 0; k < static_cast<int>(GraphIndex::kSlots); ++k) {
       const Ref r = d.index.src(i, k);
       if (is_leaf_ref(r) && !replaced[i * GraphIndex::kSlots + static_cast<size_t>(k)])
-        p.leaf_uses.push_back({&p.mirrors[i], k, leaf_of(r)});
+        p.leaf_uses.push_back(
+            {p.decomposed[i] != kNone ? &p.decompositions[p.decomposed[i]]->hub() : &p.mirrors[i], k, leaf_of(r)});
     }
   p.arena_bytes = cursor;
   p.placed_generation.assign(arenas_.size(), 0);
@@ -515,6 +543,7 @@ void Scheduler::bind(Plan& p) {
     v.view->view_offset = d.index.tensor(v.from)->view_offset;
     resolve_view_data(*v.view);
   }
+  for (const auto& dec : p.decompositions) dec->rebind();
 }
 
 void Scheduler::run(Plan& p) {
@@ -581,9 +610,10 @@ std::string Scheduler::report() const {
   const auto& all = splits();
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& s = all[i];
-    out += fmt::format("split {}: {} — {} nodes ({} computed), {} inputs copied ({:.1f} KiB), {} weights\n",
-                       i, s.backend->name(), s.n_nodes, s.computed, s.inputs,
-                       static_cast<double>(s.bytes_copied) / 1024.0, s.weights_copied);
+    out += fmt::format("split {}: {} — {} nodes ({} computed{}), {} inputs copied ({:.1f} KiB), {} weights\n",
+                       i, s.backend->name(), s.n_nodes, s.computed,
+                       s.decomposed > 0 ? fmt::format(", {} decomposed", s.decomposed) : std::string(),
+                       s.inputs, static_cast<double>(s.bytes_copied) / 1024.0, s.weights_copied);
   }
   const auto& fb = fallbacks();
   if (fb.empty()) {

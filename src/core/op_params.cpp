@@ -142,7 +142,7 @@ RopeParams rope_params(const Tensor& node) {
 
 FlashAttnParams flash_attn_params(const Tensor& node) {
   expect_op(node, {Op::FlashAttnExt}, "flash_attn_params");
-  return {get_f(node, 0), get_f(node, 1), get_f(node, 2)};
+  return {get_f(node, 0), get_f(node, 1), get_f(node, 2), get_i(node, 4) != 0};
 }
 
 Im2ColParams im2col_params(const Tensor& node) {
@@ -288,6 +288,7 @@ void store_params(Tensor& node, const FlashAttnParams& p) {
   set_f(node, 1, p.max_bias);
   set_f(node, 2, p.softcap);
   set_i(node, 3, 0);  // ggml's precision slot: the default (we always compute in f32)
+  set_i(node, 4, p.online_softmax ? 1 : 0);  // ours: a kernel choice, past ggml's slots
 }
 
 void store_params(Tensor& node, const Im2ColParams& p) {

@@ -1,6 +1,8 @@
 #pragma once
 // Core-internal: how the op builders (ops.cpp) store typed parameters into a node. The packing into
 // Tensor::params lives only in op_params.cpp; nothing outside core writes or reads raw params.
+// One user outside core: the CPU's FLASH_ATTN_EXT, which runs other ops' kernels on descriptors it
+// makes on the stack (no Context, no builder) and gives them their typed parameters here.
 #include "tessera/op_params.h"
 
 namespace tessera::detail {

@@ -502,7 +502,7 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, c
 }
 
 Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
-                       float max_bias, float softcap) {
+                       float max_bias, float softcap, bool online_softmax) {
   constexpr Op op = Op::FlashAttnExt;
   require_not_null(op, {q, k, v});
   const std::initializer_list<const Tensor*> all = {q, k, v, mask};
@@ -528,7 +528,7 @@ Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* ma
             "mask.ne2/ne3 must tile q.ne2/ne3");
   }
   Tensor* t = make_node(ctx, op, DType::F32, {v->ne[0], q->ne[2], q->ne[1], q->ne[3]}, {q, k, v, mask});
-  detail::store_params(*t, FlashAttnParams{scale, max_bias, softcap});
+  detail::store_params(*t, FlashAttnParams{scale, max_bias, softcap, online_softmax});
   return t;
 }
 

@@ -169,8 +169,10 @@ size_t element_bytes(const Tensor& t) {
   return t.row_size() * static_cast<size_t>(std::max<int64_t>(t.ne[1] * t.ne[2] * t.ne[3], 0));
 }
 
-// What a node reads and writes, roughly (on stories260K most nodes touch a few hundred bytes).
-// GET_ROWS reads only the rows it gathers (one token's embedding, not the whole table).
+}  // namespace
+
+// On stories260K most nodes touch a few hundred bytes. GET_ROWS reads only the rows it gathers
+// (one token's embedding, not the whole table).
 size_t bytes_touched(const Tensor& node) {
   size_t bytes = element_bytes(node);
   for (int k = 0; k < kMaxSources; ++k) {
@@ -181,11 +183,14 @@ size_t bytes_touched(const Tensor& node) {
   return bytes;
 }
 
+namespace {
+
 // How far ahead the idle workers read the weights of the next MUL_MAT nodes: a few of a layer's
 // matrices (m250: attention output, gate and up are 3.8 MB), far under the last-level cache.
 constexpr size_t kReadAheadBytes = size_t{4} << 20;
 
-// The weights each MUL_MAT node reads (a leaf's memory: model weights, the KV cache), in graph order.
+// The weights each MUL_MAT node reads and the K/V each FLASH_ATTN_EXT node reads (a leaf's
+// memory: model weights, the KV cache), in graph order.
 struct WeightRead {
   size_t node;
   ThreadPool::Range range;
@@ -193,12 +198,18 @@ struct WeightRead {
 
 std::vector<WeightRead> weight_reads(const std::vector<Tensor*>& nodes) {
   std::vector<WeightRead> out;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    // (Not MUL_MAT_ID's: a token reads a few of the experts, and which is known only when it runs.)
-    const Tensor* w = nodes[i]->op == Op::MulMat ? nodes[i]->src[0] : nullptr;
-    if (w == nullptr || w->data == nullptr) continue;
+  auto add = [&](size_t i, const Tensor* w) {
+    if (w == nullptr || w->data == nullptr) return;
     const Tensor& root = w->view_src != nullptr ? *w->view_src : *w;
     if (root.op == Op::None) out.push_back({i, {w->data, w->nbytes()}});
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    // (Not MUL_MAT_ID's: a token reads a few of the experts, and which is known only when it runs.)
+    if (nodes[i]->op == Op::MulMat) add(i, nodes[i]->src[0]);
+    if (nodes[i]->op == Op::FlashAttnExt) {
+      add(i, nodes[i]->src[1]);
+      add(i, nodes[i]->src[2]);
+    }
   }
   return out;
 }
@@ -224,9 +235,11 @@ void CpuBackend::compute(Graph& graph) {
   ctx.pool = workers_->pool.get();
   ctx.kernels = kernels_;
   ctx.arena = &workers_->scratch;
+  ctx.min_parallel_bytes = min_parallel_bytes_;
   // The workers spin from node to node rather than park and wake for each.
   ThreadPool::GraphScope scope(*ctx.pool);
-  // While a node runs on the caller alone, the idle workers read ahead the next MUL_MAT weights.
+  // While a node runs on the caller alone, the idle workers read ahead the next MUL_MAT weights
+  // (and attention's K/V).
   const std::vector<WeightRead> reads =
       n_threads_ > 1 && kernels_ == KernelSet::Fast ? weight_reads(graph.nodes()) : std::vector<WeightRead>{};
   size_t next_read = 0;
@@ -241,7 +254,10 @@ void CpuBackend::compute(Graph& graph) {
   const std::vector<Tensor*>& nodes = graph.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     Tensor* node = nodes[i];
-    if (next_read < reads.size() && reads[next_read].node == i) read_ahead(*ctx.pool, reads, ++next_read);
+    if (next_read < reads.size() && reads[next_read].node == i) {
+      while (next_read < reads.size() && reads[next_read].node == i) ++next_read;
+      read_ahead(*ctx.pool, reads, next_read);
+    }
     if (is_view_op(node->op) || node->op == Op::None || node->nelements() == 0) continue;
     if (node->data == nullptr)
       raise(ErrorCode::InvalidArgument, "CPU: node {} {} has no memory (allocate the graph first)",

@@ -23,6 +23,9 @@ struct ComputeContext {
   KernelSet kernels = KernelSet::Reference;
   std::vector<char>* scratch = nullptr;  // per-backend work memory, reused across nodes
   HostScratchArena* arena = nullptr;     // preferred when set: host virtual memory sized to the need
+  // Nodes touching fewer bytes (bytes_touched) run on the caller alone: what a kernel running
+  // other ops' kernels inside it (FLASH_ATTN_EXT's composed strategy) decides for each of them.
+  size_t min_parallel_bytes = 0;
 
   // Splits [0, n) into contiguous chunks (a few per thread, sizes differing by at most one) and runs
   // fn(begin, end) for each on the pool's threads, which claim them as they come free (so they finish
@@ -33,6 +36,10 @@ struct ComputeContext {
   char* scratch_memory(size_t bytes) const;
   bool reference() const noexcept { return kernels == KernelSet::Reference; }
 };
+
+// What a node reads and writes, roughly: its elements' bytes and its sources' (GET_ROWS: only the
+// rows it gathers), not the span of a strided view.
+size_t bytes_touched(const Tensor& node);
 
 // Dispatches one node to its family's kernel; throws Error(Unsupported) for an unknown op/type.
 void compute_node(const ComputeContext& ctx, Tensor& node);

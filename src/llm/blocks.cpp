@@ -142,55 +142,24 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
   if (p.q_scale != 0.0f) q = named(ops::scale(ctx, q, p.q_scale), "q_scaled", il);
   store_kv(b, il, ops::reshape(ctx, k, n_embd_kv, n_tokens), v);
 
-  // Attention over cells [0, n_kv); K/V heads are shared by groups of query heads (MUL_MAT
-  // broadcasts the K/V head dimension over the query heads).
+  // Attention over cells [0, n_kv) as one FLASH_ATTN_EXT node: K/V heads are shared by groups of
+  // query heads, V is read through the transposed view of the cache ([hd_v, n_kv, n_head_kv]),
+  // and the result is already [hd_v, n_head, n_tokens], the merged heads. How it runs is each
+  // backend's business: the CPU's kernel (the composed ops per group of query tokens, or the
+  // online softmax), the ops it is made of on a device without it (the scheduler's decomposition).
   Tensor* k_cache = b.cache.k(il);
   Tensor* v_cache = b.cache.v(il);
   const size_t es = traits(k_cache->type).block_bytes;
   Tensor* keys = ops::view(ctx, k_cache, {hd, n_kv, h.n_head_kv, 1}, k_cache->nb[1], hd * es,
                            k_cache->nb[1] * static_cast<size_t>(n_kv), 0);
-  Tensor* values = ops::view(ctx, v_cache, {n_kv, hd_v, h.n_head_kv, 1}, v_cache->nb[1],
-                             v_cache->nb[1] * static_cast<size_t>(hd_v),
-                             v_cache->nb[1] * static_cast<size_t>(h.n_embd_v_kv()), 0);
+  Tensor* values_t = ops::view(ctx, v_cache, {n_kv, hd_v, h.n_head_kv, 1}, v_cache->nb[1],
+                               v_cache->nb[1] * static_cast<size_t>(hd_v),
+                               v_cache->nb[1] * static_cast<size_t>(h.n_embd_v_kv()), 0);
   Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tokens, n_head]
-  // The fused op soft-caps scale * KQ; the composed graph below scales after capping, so the two
-  // agree only when that scale is 1 (Gemma 2's is).
-  const bool host_cache = k_cache->buffer != nullptr && k_cache->buffer->type().is_host();
-  if (b.flash_attn && host_cache && (p.softcap == 0.0f || p.kq_scale == 1.0f)) {
-    // V through the transposed view of the cache ([hd_v, n_kv, n_head_kv]); the result is already
-    // [hd_v, n_head, n_tokens], the merged heads.
-    Tensor* kqv = named(ops::flash_attn_ext(ctx, qp, keys, ops::transpose(ctx, values), b.kq_mask(p.window),
-                                            p.kq_scale, 0.0f, p.softcap),
-                        "kqv_fused", il);
-    cur = ops::reshape(ctx, kqv, hd_v * h.n_head, n_tokens);
-    return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
-  }
-  // KQ ([n_kv, tokens, n_head] f32) in groups of query tokens of about kKqGroupBytes: a 512-token
-  // batch at depth 4096 held 151 MB of it at once. Each token's attention is its own, so the
-  // groups give the same bits as one product.
-  constexpr int64_t kKqGroupBytes = int64_t{4} << 20, kMinGroup = 32;
-  const int64_t per_token = n_kv * h.n_head * static_cast<int64_t>(sizeof(float));
-  const int64_t group = std::max(kMinGroup, kKqGroupBytes / per_token / kMinGroup * kMinGroup);
-  Tensor* mask = b.kq_mask(p.window);
-  Tensor* merged = nullptr;  // [hd_v, n_head, tokens so far]
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += group) {
-    const int64_t tokens = std::min(group, n_tokens - t0);
-    Tensor* q_part = qp;
-    Tensor* mask_part = mask;
-    if (tokens < n_tokens) {
-      q_part = ops::view(ctx, qp, {hd, tokens, h.n_head, 1}, qp->nb[1], qp->nb[2], qp->nb[3],
-                         static_cast<size_t>(t0) * qp->nb[1]);
-      mask_part = ops::view(ctx, mask, {n_kv, tokens, 1, 1}, mask->nb[1], mask->nb[2], mask->nb[3],
-                            static_cast<size_t>(t0) * mask->nb[1]);
-    }
-    Tensor* kq = named(ops::mul_mat(ctx, keys, q_part), "kq", il);  // [n_kv, tokens, n_head]
-    if (p.softcap != 0.0f) kq = soft_cap(b, kq, p.softcap, "kq_capped", il);
-    kq = named(ops::soft_max(ctx, kq, mask_part, p.kq_scale, 0.0f), "kq_softmax", il);
-    Tensor* kqv = named(ops::mul_mat(ctx, values, kq), "kqv", il);  // [hd_v, tokens, n_head]
-    Tensor* part = named(ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged", il);
-    merged = merged == nullptr ? part : named(ops::concat(ctx, merged, part, 2), "kqv_merged", il);
-  }
-  cur = ops::reshape(ctx, merged, hd_v * h.n_head, n_tokens);
+  Tensor* kqv = named(ops::flash_attn_ext(ctx, qp, keys, ops::transpose(ctx, values_t), b.kq_mask(p.window),
+                                          p.kq_scale, 0.0f, p.softcap, b.flash_attn),
+                      "kqv", il);
+  cur = ops::reshape(ctx, kqv, hd_v * h.n_head, n_tokens);
   return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
 }
 

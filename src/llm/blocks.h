@@ -29,7 +29,7 @@ struct GraphBuild {
   KvCache& cache;
   int64_t n_tokens = 0;
   int64_t n_kv = 0;         // cells attended: [0, n_kv), padded so that shapes repeat between tokens
-  bool flash_attn = false;  // fused attention (FLASH_ATTN_EXT) where the layer's cache is in host memory
+  bool flash_attn = false;  // attention asks the CPU for its online-softmax kernel (FlashAttnParams)
   bool embeddings = false;  // the decoders return the normed hidden states (result_norm), not logits
   std::vector<KvRun> runs;
   Tensor* tokens = nullptr;                        // I32 [n_tokens]
@@ -64,8 +64,8 @@ struct AttentionParams {
   ops::RopeParams rope;
   Tensor* freq_factors = nullptr;  // F32 [n_rot / 2] or nullptr
   float q_scale = 0.0f;            // Q is scaled by this before KQ (0: not scaled)
-  float kq_scale = 1.0f;           // the softmax's scale of KQ
-  float softcap = 0.0f;            // KQ becomes softcap * tanh(KQ / softcap) (0: none)
+  float kq_scale = 1.0f;           // the scale of KQ
+  float softcap = 0.0f;            // the scaled KQ s becomes softcap * tanh(s / softcap) (0: none)
   int32_t window = 0;              // sliding window in positions; 0: attend to the whole sequence
   bool use_rope = true;            // false: positions come from elsewhere (BERT's learned ones)
 };
@@ -74,8 +74,7 @@ struct AttentionParams {
 // (fused wqkv or separate, with the layer's biases when it has them), per-head Q/K RMS norms when
 // the layer has them, ROPE at the batch positions, K/V stored at the batch's cells, softmax over
 // the cache cells under the mask (K/V heads shared by groups of n_head / n_head_kv query heads),
-// output projection. The softmax attention is one FLASH_ATTN_EXT node when b.flash_attn is set
-// and the layer's cache is in host memory, else MUL_MAT, SOFT_MAX, MUL_MAT.
+// output projection. The softmax attention is one FLASH_ATTN_EXT node, whatever the backend.
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
 
 // Attention of an encoder (bert, nomic-bert): Q/K/V as in attention() (fused wqkv with its bias

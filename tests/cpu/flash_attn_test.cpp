@@ -173,41 +173,95 @@ TEST(CpuFlashAttn, MatchesComposedMulMatSoftMaxMulMat) {
     Tensor* composed = ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [d, heads, n_q]
     compute(composed, 1, cpu::KernelSet::Reference);
 
-    Tensor* fused = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, scale, 0.0f, sh.softcap);
-    ASSERT_TRUE(fused->same_shape(*composed));
-    for (cpu::KernelSet ks : kBoth) {
-      compute(fused, 2, ks);
-      double worst = 0;
-      for (int64_t i2 = 0; i2 < sh.n_q; ++i2)
-        for (int64_t i1 = 0; i1 < sh.heads; ++i1)
-          for (int64_t i0 = 0; i0 < sh.d; ++i0)
-            worst = std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
-      EXPECT_LT(worst, 2e-6) << kernels_name(ks);
+    for (bool online : {false, true}) {  // the CPU's composed strategy, then its online softmax
+      Tensor* fused =
+          ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, scale, 0.0f, sh.softcap, online);
+      ASSERT_TRUE(fused->same_shape(*composed));
+      for (cpu::KernelSet ks : kBoth) {
+        compute(fused, 2, ks);
+        double worst = 0;
+        for (int64_t i2 = 0; i2 < sh.n_q; ++i2)
+          for (int64_t i1 = 0; i1 < sh.heads; ++i1)
+            for (int64_t i0 = 0; i0 < sh.d; ++i0)
+              worst = std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
+        EXPECT_LT(worst, 2e-6) << kernels_name(ks) << (online ? " online softmax" : "");
+      }
     }
   }
 }
 
-// Each query row's result is the same alone as in a batch, and on any number of threads.
+// Over the KV cache's layout the fast kernel runs the composed ops' own kernels, per group of query
+// rows whose KQ holds about 4 MiB (here 64 rows: 2048 cells x 8 heads): the same bits as those ops
+// in one graph (MUL_MAT, SCALE and TANH for the soft-cap, SOFT_MAX, MUL_MAT, the merged heads), so
+// the model graphs' logits are those of the composed attention they were built with before.
+TEST(CpuFlashAttn, OverTheCacheLayoutTheFastKernelHasTheComposedOpsBits) {
+  struct Shape {
+    int64_t n_kv, n_q;
+    float scale, softcap;
+  };
+  for (const Shape& sh : {Shape{2048, 200, 0.125f, 0.0f}, Shape{96, 1, 0.125f, 0.0f}, Shape{96, 7, 1.0f, 30.0f},
+                          Shape{96, 7, 0.3f, 5.0f}}) {
+    SCOPED_TRACE(testing::Message() << "n_kv=" << sh.n_kv << " n_q=" << sh.n_q << " softcap=" << sh.softcap);
+    constexpr int64_t d = 16, heads = 8, kv_heads = 2;
+    Context ctx(true);
+    Tensor* q3 = ctx.new_tensor(DType::F32, d, heads, sh.n_q);
+    test::fill_random(q3, 30, -2.0f, 2.0f);
+    Tensor* k = ctx.new_tensor(DType::F16, d, sh.n_kv, kv_heads);
+    test::fill_random(k, 31, -2.0f, 2.0f);
+    Tensor* vt = ctx.new_tensor(DType::F16, sh.n_kv, d, kv_heads);
+    test::fill_random(vt, 32);
+    Tensor* mask = ctx.new_tensor(DType::F32, sh.n_kv, sh.n_q + 3);  // padded rows, as the sessions' are
+    std::vector<float> m(static_cast<size_t>(sh.n_kv * (sh.n_q + 3)), 0.0f);
+    for (int64_t i = 0; i < sh.n_q + 3; ++i)
+      for (int64_t j = 0; j < sh.n_kv; ++j)
+        if (j > sh.n_kv - sh.n_q + i) m[static_cast<size_t>(i * sh.n_kv + j)] = -kInf;
+    fill(mask, m);
+    Tensor* qp = ops::permute(ctx, q3, 0, 2, 1, 3);
+    Tensor* kq = ops::mul_mat(ctx, k, qp);
+    float sm_scale = sh.scale;
+    if (sh.softcap != 0.0f) {  // the fused op's definition: the tanh sees the scaled score
+      kq = ops::tanh(ctx, ops::scale(ctx, kq, sh.scale / sh.softcap));
+      sm_scale = sh.softcap;
+    }
+    kq = ops::soft_max(ctx, kq, mask, sm_scale);
+    Tensor* composed = ops::cont(ctx, ops::permute(ctx, ops::mul_mat(ctx, vt, kq), 0, 2, 1, 3));
+    compute(composed, 2, cpu::KernelSet::Fast);
+    Tensor* fused = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, sh.scale, 0.0f, sh.softcap);
+    for (int threads : {1, 3}) {
+      compute(fused, threads, cpu::KernelSet::Fast);
+      ASSERT_EQ(test::values(*fused), test::values(*composed)) << threads << " threads";
+    }
+  }
+}
+
+// Each query row's result is the same alone as in a batch, and on any number of threads: with V in
+// rows (the online softmax), over the KV cache's transposed V (the composed ops), and with the
+// online softmax asked for there.
 TEST(CpuFlashAttn, RowsDoNotDependOnTheBatchOrThreads) {
-  Context ctx(true);
-  Tensor* q = ctx.new_tensor(DType::F32, 64, 13, 4);
-  test::fill_random(q, 20);
-  Tensor* k = ctx.new_tensor(DType::F16, 64, 200, 2);
-  test::fill_random(k, 21);
-  Tensor* v = ctx.new_tensor(DType::F16, 64, 200, 2);
-  test::fill_random(v, 22);
-  Tensor* batch = ops::flash_attn_ext(ctx, q, k, v, nullptr, 0.125f);
-  test::expect_thread_independent(batch);
-  for (int threads : {1, 3}) {
-    compute(batch, threads, cpu::KernelSet::Fast);
-    for (int64_t r : {0, 6, 12}) {
-      Tensor* row =
-          ops::view(ctx, q, {64, 1, 4, 1}, q->nb[1], q->nb[2], q->nb[3], static_cast<size_t>(r) * q->nb[1]);
-      Tensor* alone = ops::flash_attn_ext(ctx, row, k, v, nullptr, 0.125f);
-      compute(alone, 1, cpu::KernelSet::Fast);
-      for (int64_t h = 0; h < 4; ++h)
-        for (int64_t c = 0; c < 64; ++c)
-          ASSERT_EQ(get(*alone, c, h, 0), get(*batch, c, h, r)) << r << " " << h;
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    Context ctx(true);
+    Tensor* q = ctx.new_tensor(DType::F32, 64, 13, 4);
+    test::fill_random(q, 20);
+    Tensor* k = ctx.new_tensor(DType::F16, 64, 200, 2);
+    test::fill_random(k, 21);
+    Tensor* v = variant == 0 ? ctx.new_tensor(DType::F16, 64, 200, 2)
+                             : ops::transpose(ctx, ctx.new_tensor(DType::F16, 200, 64, 2));
+    test::fill_random(v->view_src != nullptr ? v->view_src : v, 22);
+    const bool online = variant == 2;
+    Tensor* batch = ops::flash_attn_ext(ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f, online);
+    test::expect_thread_independent(batch);
+    for (int threads : {1, 3}) {
+      compute(batch, threads, cpu::KernelSet::Fast);
+      for (int64_t r : {0, 6, 12}) {
+        Tensor* row =
+            ops::view(ctx, q, {64, 1, 4, 1}, q->nb[1], q->nb[2], q->nb[3], static_cast<size_t>(r) * q->nb[1]);
+        Tensor* alone = ops::flash_attn_ext(ctx, row, k, v, nullptr, 0.125f, 0.0f, 0.0f, online);
+        compute(alone, 1, cpu::KernelSet::Fast);
+        for (int64_t h = 0; h < 4; ++h)
+          for (int64_t c = 0; c < 64; ++c)
+            ASSERT_EQ(get(*alone, c, h, 0), get(*batch, c, h, r)) << r << " " << h;
+      }
     }
   }
 }

@@ -103,7 +103,7 @@ TEST(Llama, BatchAndTokenByTokenGiveTheSameLogits) {
 
 TEST(Llama, LongBatchesAttendInGroupsOfQueryTokensWithTheSameLogits) {
   // A batch of 512 tokens over 512 cells holds KQ (512 cells x 8 heads x 4 bytes per token) in
-  // groups of 256 query tokens (blocks.cpp: about 4 MiB each); batches of 256 (one group each) and
+  // groups of 256 query tokens (the CPU's FLASH_ATTN_EXT: about 4 MiB each); batches of 256 (one group each) and
   // of 200 compute every token's attention in one product. Each token's attention is its own, so
   // the logits of every position are the same bits.
   auto model = Model::load(kModel);

@@ -1,4 +1,5 @@
-// Layers offloaded to an OpenCL device (PoCL in CI) give the CPU's logits and the same greedy tokens.
+// Layers offloaded to an OpenCL device (PoCL in CI) give the CPU's logits and the same greedy tokens,
+// their attention decomposed by the scheduler into ops OpenCL has.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -76,6 +77,10 @@ TEST_P(Offload, GivesTheCpuLogitsAndTokens) {
   EXPECT_LT(err / norm, 1e-5) << dev.report;
   EXPECT_EQ(cpu.greedy, dev.greedy) << dev.report;
   EXPECT_NE(dev.report.find("OpenCL0"), std::string::npos) << dev.report;
+  // The offloaded layers' FLASH_ATTN_EXT ran on the device as the ops it is made of (OpenCL has no
+  // kernel of its own for it), none on the CPU.
+  EXPECT_NE(dev.report.find("decomposed"), std::string::npos) << dev.report;
+  EXPECT_NE(dev.report.find("no CPU fallbacks"), std::string::npos) << dev.report;
 }
 
 // 2 of 5 layers, every layer, and every layer plus the output layer.

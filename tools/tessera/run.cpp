@@ -264,7 +264,8 @@ void add_run(CLI::App& app) {
   cmd->add_option("--device", args->device, "device for offloaded layers (e.g. OpenCL0)");
   cmd->add_option(
          "--flash-attn", args->flash_attn,
-         "on: fused attention (FLASH_ATTN_EXT) for the layers on the CPU; off: MUL_MAT, SOFT_MAX, MUL_MAT")
+         "attention (one FLASH_ATTN_EXT per layer) on the CPU: on: its online-softmax kernel; off: the "
+         "composed ops' kernels per group of query tokens (faster today)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "generate -n tokens even past end-of-generation tokens");

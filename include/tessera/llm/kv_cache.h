@@ -40,7 +40,9 @@ class KvCache {
   int64_t size() const noexcept { return static_cast<int64_t>(cells_.size()); }
   DType type() const noexcept { return type_; }
   // Layer il's K: [n_embd_kv, n_cells], one row per cell. V: [n_cells, n_embd_v_kv], transposed so
-  // that attention reads each V^T row contiguously. Throws when the cache has no tensors.
+  // that attention reads each V^T row contiguously: FLASH_ATTN_EXT gets V through a transposed view
+  // of it, which the CPU's composed kernels, its online softmax and the scheduler's decomposition
+  // all read in place (saved sessions keep this layout). Throws when the cache has no tensors.
   Tensor* k(int64_t il) const;
   Tensor* v(int64_t il) const;
 

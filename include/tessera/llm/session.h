@@ -29,10 +29,12 @@ struct SessionOptions {
   // one graph shape for kv_pad tokens and the scheduler can reuse its plan. 32 costs little
   // attention work on small models (256 made tg on stories260K 14% slower on the CPU).
   int64_t kv_pad = 32;
-  // Attention through the fused FLASH_ATTN_EXT op (online softmax over the cache, no KQ matrix) in
-  // layers whose KV cache is in host memory; off: MUL_MAT, SOFT_MAX, MUL_MAT as before. Device
-  // layers always take the composed ops, which the devices run. Off by default: the fused kernel
-  // reads prompts faster but generates one token 8-34% slower than the composed ops (bench/attention_bench).
+  // Every layer attends through one FLASH_ATTN_EXT node, which each backend computes its own way
+  // (the CPU: the composed ops' kernels per group of query tokens; a device without the op: the
+  // scheduler's MUL_MAT, SOFT_MAX, MUL_MAT). flash_attn asks the CPU for its online-softmax kernel
+  // instead (no KQ matrix at all). Off by default: on the machine measured the composed kernels
+  // are 1.3-2x faster, prompts and generation alike, but for one token over a few dozen cells
+  // (bench/attention_bench).
   bool flash_attn = false;
   // decode returns each wanted token's hidden state after the final norm ([n_embd] per token: what
   // embeddings are pooled from) instead of its logits; the output projection is not computed.
