@@ -96,8 +96,11 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 
 // query rows where V is the KV cache's transposed view, else its online softmax, which
 // online_softmax asks for always; the scheduler runs it as MUL_MAT, SOFT_MAX, MUL_MAT on a device
 // that lacks it (docs/ARCHITECTURE.md, "CPU attention").
+// sinks: optional F32 [H], one logit per query head that joins every row's softmax denominator
+// (ggml_flash_attn_ext_add_sinks; gpt-oss) and attends to nothing.
 Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
-                       float max_bias = 0.0f, float softcap = 0.0f, bool online_softmax = false);
+                       float max_bias = 0.0f, float softcap = 0.0f, bool online_softmax = false,
+                       Tensor* sinks = nullptr);
 
 // a: [D, H, T, B] F32/F16; positions: I32 [T]; freq_factors: optional F32 [n_dims/2].
 Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, const RopeParams& p);

@@ -12,7 +12,7 @@
 namespace tessera {
 
 inline constexpr int kMaxDims = 4;
-inline constexpr int kMaxSources = 4;
+inline constexpr int kMaxSources = 5;
 inline constexpr int kMaxOpParams = 16;
 
 enum class Op : uint8_t {

@@ -33,7 +33,7 @@ const char* slot_name(Op op, size_t i) {
     case Op::Glu:
       return i == 0 ? "gate" : "up";
     case Op::FlashAttnExt:
-      return i == 0 ? "q" : i == 1 ? "k" : i == 2 ? "v" : "mask";
+      return i == 0 ? "q" : i == 1 ? "k" : i == 2 ? "v" : i == 3 ? "mask" : "sinks";
     case Op::Rope:
       return i == 1 ? "positions" : i == 2 ? "freq factors" : "a";
     case Op::GetRows:
@@ -178,9 +178,11 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
     }
     case Op::FlashAttnExt: {
       Tensor* mask = types.src[3] ? leaf(*types.src[3], {32, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
+      Tensor* sinks = types.src[4] ? leaf(*types.src[4], {4, 1, 1, 1}, Fill::Uniform, 0) : nullptr;
       node = ops::flash_attn_ext(ctx, leaf(src(0), {16, 4, 4, 1}, Fill::Uniform, 0),
                                  leaf(src(1), {16, 32, 2, 1}, Fill::Uniform, 0),
-                                 leaf(src(2), {16, 32, 2, 1}, Fill::Uniform, 0), mask, 0.25f);
+                                 leaf(src(2), {16, 32, 2, 1}, Fill::Uniform, 0), mask, 0.25f, 0.0f, 0.0f, false,
+                                 sinks);
       break;
     }
     case Op::Rope: {

@@ -101,8 +101,8 @@ std::vector<OpTypeRule> rules_of(Op op) {
       return {rule({F32}, {{F32}, kFloats.with_absent(), TypeSet{F32}.with_absent()})};  // a, mask, sinks
     case Op::FlashAttnExt:
       // q, k, v, mask: K and V of one type, as a KV cache stores them.
-      return {rule({F32}, {{F32}, {F32}, {F32}, kFloats.with_absent()}),
-              rule({F32}, {{F32}, {F16}, {F16}, kFloats.with_absent()})};
+      return {rule({F32}, {{F32}, {F32}, {F32}, kFloats.with_absent(), TypeSet{F32}.with_absent()}),
+              rule({F32}, {{F32}, {F16}, {F16}, kFloats.with_absent(), TypeSet{F32}.with_absent()})};
     case Op::Rope:
       return {rule({F32}, {{F32}, {I32}, TypeSet{F32}.with_absent()}),
               rule({F16}, {{F16}, {I32}, TypeSet{F32}.with_absent()})};

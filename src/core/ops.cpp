@@ -502,10 +502,10 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, c
 }
 
 Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
-                       float max_bias, float softcap, bool online_softmax) {
+                       float max_bias, float softcap, bool online_softmax, Tensor* sinks) {
   constexpr Op op = Op::FlashAttnExt;
   require_not_null(op, {q, k, v});
-  const std::initializer_list<const Tensor*> all = {q, k, v, mask};
+  const std::initializer_list<const Tensor*> all = {q, k, v, mask, sinks};
   require(q->type == DType::F32, op, all, "q must be f32");
   require(k->type == v->type && (k->type == DType::F32 || k->type == DType::F16), op, all,
           "k and v must both be f32 or both f16");
@@ -527,7 +527,12 @@ Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* ma
     require(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0, op, all,
             "mask.ne2/ne3 must tile q.ne2/ne3");
   }
-  Tensor* t = make_node(ctx, op, DType::F32, {v->ne[0], q->ne[2], q->ne[1], q->ne[3]}, {q, k, v, mask});
+  if (sinks != nullptr)
+    require(sinks->type == DType::F32 && sinks->n_dims() == 1 && sinks->ne[0] == q->ne[2] &&
+                sinks->rows_contiguous(),
+            op, all, "sinks must be contiguous f32 [q.ne2 = {}]", q->ne[2]);
+  Tensor* t =
+      make_node(ctx, op, DType::F32, {v->ne[0], q->ne[2], q->ne[1], q->ne[3]}, {q, k, v, mask, sinks});
   detail::store_params(*t, FlashAttnParams{scale, max_bias, softcap, online_softmax});
   return t;
 }

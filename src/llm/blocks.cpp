@@ -157,10 +157,12 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
                                v_cache->nb[1] * static_cast<size_t>(h.n_embd_v_kv()), 0);
   Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tokens, n_head]
   Tensor* kqv = named(ops::flash_attn_ext(ctx, qp, keys, ops::transpose(ctx, values_t), b.kq_mask(p.window),
-                                          p.kq_scale, 0.0f, p.softcap, b.flash_attn),
+                                          p.kq_scale, 0.0f, p.softcap, b.flash_attn, l.attn_sinks),
                       "kqv", il);
   cur = ops::reshape(ctx, kqv, hd_v * h.n_head, n_tokens);
-  return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
+  cur = named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
+  if (l.bo != nullptr) cur = named(ops::add(ctx, cur, l.bo), "attn_out_biased", il);
+  return cur;
 }
 
 Tensor* encoder_attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p) {

@@ -37,6 +37,7 @@ enum Ftype : uint32_t {
   kIQ4_NL = 25,
   kIQ4_XS = 30,
   kBF16 = 32,
+  kMXFP4_MOE = 38,
 };
 
 constexpr uint32_t kQuantizationVersion = 2;  // ggml's GGML_QNT_VERSION
@@ -157,16 +158,19 @@ class TypeChooser {
  public:
   TypeChooser(const ModelFacts& m, const QuantizeOptions& o, uint32_t ftype) : m_(m), o_(o), ftype_(ftype) {}
 
-  DType choose(const std::string& name, int64_t ne0, DType type) {
+  DType choose(const std::string& name, int64_t ne0, int64_t ne2, DType type) {
     const uint32_t ft = ftype_;
     if (name == "output.weight" || (!m_.has_output && name == "token_embd.weight")) {
       if (o_.output_type) {
         type = *o_.output_type;
-      } else if (m_.falcon() || !fits(type, ne0)) {
+      } else if (ft == kMXFP4_MOE || m_.falcon() || !fits(type, ne0)) {
         type = DType::Q8_0;
       } else if (type != DType::Q8_0) {
         type = DType::Q6_K;
       }
+    } else if (ft == kMXFP4_MOE) {
+      // The experts (3-D) in MXFP4, every other matrix (token_embd too) in Q8_0.
+      type = ne2 > 1 ? DType::MXFP4 : DType::Q8_0;
     } else if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") {
       if (o_.token_embedding_type) type = *o_.token_embedding_type;
     } else if (contains(name, "attn_v.weight")) {
@@ -342,6 +346,7 @@ const std::vector<FileType>& file_types() {
       {"Q6_K", kQ6_K, DType::Q6_K},       {"IQ4_NL", kIQ4_NL, DType::IQ4_NL},
       {"IQ4_XS", kIQ4_XS, DType::IQ4_XS}, {"F16", kF16, DType::F16},
       {"BF16", kBF16, DType::BF16},       {"F32", kAllF32, DType::F32},
+      {"MXFP4_MOE", kMXFP4_MOE, DType::MXFP4},
   };
   return types;
 }
@@ -363,7 +368,7 @@ DType tensor_type(std::string_view name) {
   raise(ErrorCode::InvalidArgument,
         "unknown tensor type '{}' (one of: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k "
         "iq4_nl "
-        "iq4_xs)",
+        "iq4_xs mxfp4)",
         name);
 }
 
@@ -382,7 +387,7 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
     TensorPlan p{t->name, t->ne, t->type_id, t->type_id};
     if (is_quantizable(t->name, t->ne)) {
       DType to = ft.base;
-      if (!options.pure && is_quantized(ft.base)) to = chooser.choose(t->name, t->ne[0], to);
+      if (!options.pure && is_quantized(ft.base)) to = chooser.choose(t->name, t->ne[0], t->ne[2], to);
       check_fits(p, to, options.pure ? "--pure keeps every tensor in its type" : "the file type's choice");
       if (options.token_embedding_type && t->name == "token_embd.weight") {
         to = *options.token_embedding_type;

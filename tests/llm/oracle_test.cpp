@@ -99,6 +99,9 @@ const Oracle kQuantOracles[] = {
 // Q4_K/Q6_K), Mixtral (llama with experts).
 const Oracle kMoeOracles[] = {
     {"tiny-qwen3moe-f32", 2e-6}, {"tiny-mixtral-f32", 2e-6}, {"tiny-qwen3moe-q4_k_m", 5e-4}};
+// gpt-oss (attention sinks, alternating sliding window, YaRN, biased experts with the clamped
+// SwiGLU) in F32 and llama-quantize's MXFP4_MOE mix (MXFP4 experts, Q8_0 elsewhere). CPU only so far.
+const Oracle kGptOssOracles[] = {{"tiny-gptoss-f32", 2e-6}, {"tiny-gptoss-mxfp4", 5e-4}};
 
 // One oracle on one device ("CPU", or a device from the Registry with every layer on it).
 struct OracleRun {
@@ -120,6 +123,8 @@ std::vector<OracleRun> runs() {
   on("CPU", kQuantOracles, /*flash_attn=*/true);
   on("CPU", kMoeOracles, false, /*moe=*/true);
   on("CPU", kMoeOracles, /*flash_attn=*/true, /*moe=*/true);
+  on("CPU", kGptOssOracles, false, /*moe=*/true);
+  on("CPU", kGptOssOracles, /*flash_attn=*/true, /*moe=*/true);
   // The host runtime (ctest sets TESSERA_HOST_DEVICES=2): its executables fuse RMS_NORM + MUL.
   on("Host0", kFloatOracles);
 #if TESSERA_HAVE_OPENCL
