@@ -46,9 +46,9 @@ class Decomposition {
     size_t offset;
   };
   Tensor* source(int from) const { return hub_.src[static_cast<size_t>(from)]; }
-  Tensor* read(Tensor* node, int slot, int from);               // records a source link
-  Tensor* viewed(Tensor* view, int from);                       // records a view link
-  Tensor* add(Tensor* node);                                    // appends to nodes_
+  Tensor* read(Tensor* node, int slot, int from);  // records a source link
+  Tensor* viewed(Tensor* view, int from);          // records a view link
+  Tensor* add(Tensor* node);                       // appends to nodes_
 
   Tensor hub_;
   Context ctx_;  // descriptors only

@@ -111,20 +111,23 @@ void unary_family(std::vector<std::unique_ptr<Case>>& out) {
 // of 0.5 makes the clamps bind on inputs in [-1, 1].
 void gpt_oss_family(std::vector<std::unique_ptr<Case>>& out) {
   for (const Ne& ne : {Ne{64, 4, 7, 1}, Ne{33, 1, 5, 1}})
-    add(out, Op::AddId, fmt::format("ADD_ID(type=f32, ne={}, n_rows=8)", ne_str(ne)), [=](Case& c, Context& ctx) {
-      Tensor* a = c.leaf(ctx, DType::F32, ne);
-      Tensor* b = c.leaf(ctx, DType::F32, {ne[0], 8, 1, 1});
-      Tensor* ids = c.leaf(ctx, DType::I32, {ne[1], ne[2], 1, 1}, Fill::Indices, 8);
-      return ops::add_id(ctx, a, b, ids);
-    });
+    add(out, Op::AddId, fmt::format("ADD_ID(type=f32, ne={}, n_rows=8)", ne_str(ne)),
+        [=](Case& c, Context& ctx) {
+          Tensor* a = c.leaf(ctx, DType::F32, ne);
+          Tensor* b = c.leaf(ctx, DType::F32, {ne[0], 8, 1, 1});
+          Tensor* ids = c.leaf(ctx, DType::I32, {ne[1], ne[2], 1, 1}, Fill::Indices, 8);
+          return ops::add_id(ctx, a, b, ids);
+        });
   for (float limit : {0.5f, 7.0f}) {
     for (const Ne& ne : {Ne{128, 4, 3, 1}, Ne{7, 5, 1, 2}})
       add(out, Op::Glu, fmt::format("GLU(op=swiglu_oai, ne={}, alpha=1.702, limit={})", ne_str(ne), limit),
           [=](Case& c, Context& ctx) {
-            return ops::swiglu_oai(ctx, c.leaf(ctx, DType::F32, ne), c.leaf(ctx, DType::F32, ne), 1.702f, limit);
+            return ops::swiglu_oai(ctx, c.leaf(ctx, DType::F32, ne), c.leaf(ctx, DType::F32, ne), 1.702f,
+                                   limit);
           });
     for (bool swapped : {false, true})
-      add(out, Op::Glu, fmt::format("GLU(op=swiglu_oai, fused ne=[64,3,2,1], swapped={}, limit={})", swapped, limit),
+      add(out, Op::Glu,
+          fmt::format("GLU(op=swiglu_oai, fused ne=[64,3,2,1], swapped={}, limit={})", swapped, limit),
           [=](Case& c, Context& ctx) {
             return ops::glu(ctx, c.leaf(ctx, DType::F32, {64, 3, 2, 1}), nullptr,
                             GluParams{GluOp::SwigluOai, swapped, 1.702f, limit});

@@ -115,7 +115,8 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
     }
     case Op::AddId:
       node = ops::add_id(ctx, leaf(src(0), {64, 2, 3, 1}, Fill::Uniform, 0),
-                         leaf(src(1), {64, 4, 1, 1}, Fill::Uniform, 0), leaf(src(2), {2, 3, 1, 1}, Fill::Indices, 4));
+                         leaf(src(1), {64, 4, 1, 1}, Fill::Uniform, 0),
+                         leaf(src(2), {2, 3, 1, 1}, Fill::Indices, 4));
       break;
     case Op::Glu: {
       Tensor* up = types.src[1] ? leaf(*types.src[1], {64, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
@@ -179,10 +180,9 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
     case Op::FlashAttnExt: {
       Tensor* mask = types.src[3] ? leaf(*types.src[3], {32, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
       Tensor* sinks = types.src[4] ? leaf(*types.src[4], {4, 1, 1, 1}, Fill::Uniform, 0) : nullptr;
-      node = ops::flash_attn_ext(ctx, leaf(src(0), {16, 4, 4, 1}, Fill::Uniform, 0),
-                                 leaf(src(1), {16, 32, 2, 1}, Fill::Uniform, 0),
-                                 leaf(src(2), {16, 32, 2, 1}, Fill::Uniform, 0), mask, 0.25f, 0.0f, 0.0f, false,
-                                 sinks);
+      node = ops::flash_attn_ext(
+          ctx, leaf(src(0), {16, 4, 4, 1}, Fill::Uniform, 0), leaf(src(1), {16, 32, 2, 1}, Fill::Uniform, 0),
+          leaf(src(2), {16, 32, 2, 1}, Fill::Uniform, 0), mask, 0.25f, 0.0f, 0.0f, false, sinks);
       break;
     }
     case Op::Rope: {

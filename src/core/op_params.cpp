@@ -287,7 +287,7 @@ void store_params(Tensor& node, const FlashAttnParams& p) {
   set_f(node, 0, p.scale);
   set_f(node, 1, p.max_bias);
   set_f(node, 2, p.softcap);
-  set_i(node, 3, 0);  // ggml's precision slot: the default (we always compute in f32)
+  set_i(node, 3, 0);                         // ggml's precision slot: the default (we always compute in f32)
   set_i(node, 4, p.online_softmax ? 1 : 0);  // ours: a kernel choice, past ggml's slots
 }
 

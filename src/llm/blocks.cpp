@@ -255,7 +255,8 @@ Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const Mo
   const int64_t n_embd = cur->ne[0], n_tokens = cur->ne[1], n_expert = h.n_expert, n_used = h.n_expert_used;
   // Routing: the n_used largest of the router's logits (or of their softmax, the same experts).
   Tensor* logits = ops::mul_mat(ctx, l.ffn_gate_inp, cur);
-  if (l.ffn_gate_inp_b != nullptr) logits = named(ops::add(ctx, logits, l.ffn_gate_inp_b), "ffn_moe_logits", il);
+  if (l.ffn_gate_inp_b != nullptr)
+    logits = named(ops::add(ctx, logits, l.ffn_gate_inp_b), "ffn_moe_logits", il);
   Tensor* probs = p.softmax_of_selected ? logits : named(ops::soft_max(ctx, logits), "ffn_moe_probs", il);
   Tensor* order = ops::argsort(ctx, probs, SortOrder::Descending);
   Tensor* selected =
@@ -280,7 +281,8 @@ Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const Mo
   Tensor* x = ops::reshape(ctx, cur, n_embd, 1, n_tokens);
   Tensor* up = expert_product(l.ffn_up_exps, l.ffn_up_exps_b, x, "ffn_moe_up");
   Tensor* gate = expert_product(l.ffn_gate_exps, l.ffn_gate_exps_b, x, "ffn_moe_gate");
-  Tensor* act = p.swiglu_oai ? ops::swiglu_oai(ctx, gate, up, 1.702f, 7.0f) : ops::mul(ctx, ops::silu(ctx, gate), up);
+  Tensor* act =
+      p.swiglu_oai ? ops::swiglu_oai(ctx, gate, up, 1.702f, 7.0f) : ops::mul(ctx, ops::silu(ctx, gate), up);
   act = named(act, "ffn_moe_gate_up", il);
   Tensor* experts = expert_product(l.ffn_down_exps, l.ffn_down_exps_b, act, "ffn_moe_down");
   experts = named(ops::mul(ctx, experts, weights), "ffn_moe_weighted", il);  // [n_embd, n_used, n_tokens]

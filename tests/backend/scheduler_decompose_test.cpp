@@ -33,8 +33,8 @@ struct Case {
 
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  return fmt::format("d{}_kv{}_q{}_h{}_{}_b{}_{}{}_mask{}{}{}", c.d, c.n_kv, c.n_q, c.heads, c.kv_heads, c.batch,
-                     name(c.kv), c.v_transposed ? "_vT" : "", c.mask, c.max_bias > 0 ? "_alibi" : "",
+  return fmt::format("d{}_kv{}_q{}_h{}_{}_b{}_{}{}_mask{}{}{}", c.d, c.n_kv, c.n_q, c.heads, c.kv_heads,
+                     c.batch, name(c.kv), c.v_transposed ? "_vT" : "", c.mask, c.max_bias > 0 ? "_alibi" : "",
                      c.softcap > 0 ? "_softcap" : "") +
          (c.sinks ? "_sinks" : "");
 }
@@ -68,7 +68,8 @@ std::vector<float> mask_values(const Case& c) {
   std::vector<float> m(static_cast<size_t>(c.n_kv * rows), 0.0f);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < c.n_kv; ++j)
-      if (j > c.n_kv - c.n_q + i) m[static_cast<size_t>(i * c.n_kv + j)] = -std::numeric_limits<float>::infinity();
+      if (j > c.n_kv - c.n_q + i)
+        m[static_cast<size_t>(i * c.n_kv + j)] = -std::numeric_limits<float>::infinity();
   return m;
 }
 

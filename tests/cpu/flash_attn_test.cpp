@@ -183,7 +183,8 @@ TEST(CpuFlashAttn, MatchesComposedMulMatSoftMaxMulMat) {
         for (int64_t i2 = 0; i2 < sh.n_q; ++i2)
           for (int64_t i1 = 0; i1 < sh.heads; ++i1)
             for (int64_t i0 = 0; i0 < sh.d; ++i0)
-              worst = std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
+              worst =
+                  std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
         EXPECT_LT(worst, 2e-6) << kernels_name(ks) << (online ? " online softmax" : "");
       }
     }
@@ -199,8 +200,8 @@ TEST(CpuFlashAttn, OverTheCacheLayoutTheFastKernelHasTheComposedOpsBits) {
     int64_t n_kv, n_q;
     float scale, softcap;
   };
-  for (const Shape& sh : {Shape{2048, 200, 0.125f, 0.0f}, Shape{96, 1, 0.125f, 0.0f}, Shape{96, 7, 1.0f, 30.0f},
-                          Shape{96, 7, 0.3f, 5.0f}}) {
+  for (const Shape& sh : {Shape{2048, 200, 0.125f, 0.0f}, Shape{96, 1, 0.125f, 0.0f},
+                          Shape{96, 7, 1.0f, 30.0f}, Shape{96, 7, 0.3f, 5.0f}}) {
     SCOPED_TRACE(testing::Message() << "n_kv=" << sh.n_kv << " n_q=" << sh.n_q << " softcap=" << sh.softcap);
     constexpr int64_t d = 16, heads = 8, kv_heads = 2;
     Context ctx(true);
@@ -226,7 +227,8 @@ TEST(CpuFlashAttn, OverTheCacheLayoutTheFastKernelHasTheComposedOpsBits) {
     kq = ops::soft_max(ctx, kq, mask, sm_scale);
     Tensor* composed = ops::cont(ctx, ops::permute(ctx, ops::mul_mat(ctx, vt, kq), 0, 2, 1, 3));
     compute(composed, 2, cpu::KernelSet::Fast);
-    Tensor* fused = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, sh.scale, 0.0f, sh.softcap);
+    Tensor* fused =
+        ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, sh.scale, 0.0f, sh.softcap);
     for (int threads : {1, 3}) {
       compute(fused, threads, cpu::KernelSet::Fast);
       ASSERT_EQ(test::values(*fused), test::values(*composed)) << threads << " threads";
@@ -284,7 +286,8 @@ TEST(CpuFlashAttn, SinksJoinTheDenominator) {
       Tensor* k = ctx.new_tensor(kv, 2, 2, 1);
       fill(k, {0, 5, 1, -5});
       Tensor* v = transposed ? ops::transpose(ctx, ctx.new_tensor(kv, 2, 2, 1)) : ctx.new_tensor(kv, 2, 2, 1);
-      fill(v->view_src != nullptr ? v->view_src : v, {4, 8, 8, 0});  // channel rows of V^T are the same numbers
+      fill(v->view_src != nullptr ? v->view_src : v,
+           {4, 8, 8, 0});  // channel rows of V^T are the same numbers
       Tensor* mask = ctx.new_tensor(DType::F16, 2, 2);
       fill(mask, {0, 0, -kInf, -kInf});
       Tensor* sinks = ctx.new_tensor(DType::F32, 2);
@@ -299,7 +302,9 @@ TEST(CpuFlashAttn, SinksJoinTheDenominator) {
       for (int h = 0; h < 2; ++h)
         for (int c = 0; c < 2; ++c) EXPECT_EQ(get(*out, c, h, 1), 0.0f) << name(kv) << " " << h;
       test::expect_op_error(
-          [&] { ops::flash_attn_ext(ctx, q, k, v, mask, 1.0f, 0.0f, 0.0f, false, ctx.new_tensor(DType::F32, 3)); },
+          [&] {
+            ops::flash_attn_ext(ctx, q, k, v, mask, 1.0f, 0.0f, 0.0f, false, ctx.new_tensor(DType::F32, 3));
+          },
           "FLASH_ATTN_EXT");
     }
   }
@@ -322,7 +327,8 @@ TEST(CpuFlashAttn, SinksOverTheCacheLayoutHaveTheComposedOpsBits) {
   Tensor* kq = ops::soft_max(ctx, ops::mul_mat(ctx, k, qp), nullptr, 0.25f, 0.0f, sinks);
   Tensor* composed = ops::cont(ctx, ops::permute(ctx, ops::mul_mat(ctx, vt, kq), 0, 2, 1, 3));
   compute(composed, 2, cpu::KernelSet::Fast);
-  Tensor* fused = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), nullptr, 0.25f, 0.0f, 0.0f, false, sinks);
+  Tensor* fused =
+      ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), nullptr, 0.25f, 0.0f, 0.0f, false, sinks);
   compute(fused, 3, cpu::KernelSet::Fast);
   EXPECT_EQ(test::values(*fused), test::values(*composed));
   // The reference agrees to float rounding.

@@ -30,7 +30,8 @@ TEST(CpuGlu, SwigluOaiHandComputed) {
   ASSERT_EQ(out->ne, g->ne);
   compute(out);
   const std::vector<float> got = values(*out);
-  for (int i = 0; i < 6; ++i) EXPECT_NEAR(got[static_cast<size_t>(i)], kWant[i], 2e-6 * (1 + std::abs(kWant[i]))) << i;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_NEAR(got[static_cast<size_t>(i)], kWant[i], 2e-6 * (1 + std::abs(kWant[i]))) << i;
 }
 
 TEST(CpuGlu, FusedRowsHalveAndSwappedTakesUpFirst) {
@@ -83,12 +84,18 @@ TEST(CpuGlu, SameBytesForAnyThreadsAndKernels) {
 TEST(CpuGlu, BuilderRejectsBadOperands) {
   Context ctx(true);
   Tensor* g = ctx.new_tensor(DType::F32, 4, 2);
-  test::expect_op_error([&] { ops::swiglu_oai(ctx, g, ctx.new_tensor(DType::F32, 4, 3), 1.702f, 7.0f); }, "GLU");
-  test::expect_op_error([&] { ops::swiglu_oai(ctx, g, ctx.new_tensor(DType::F16, 4, 2), 1.702f, 7.0f); }, "GLU");
-  test::expect_op_error(
-      [&] { ops::glu(ctx, ctx.new_tensor(DType::F32, 5, 2), nullptr, GluParams{}); }, "GLU");  // odd fused row
+  test::expect_op_error([&] { ops::swiglu_oai(ctx, g, ctx.new_tensor(DType::F32, 4, 3), 1.702f, 7.0f); },
+                        "GLU");
+  test::expect_op_error([&] { ops::swiglu_oai(ctx, g, ctx.new_tensor(DType::F16, 4, 2), 1.702f, 7.0f); },
+                        "GLU");
+  test::expect_op_error([&] { ops::glu(ctx, ctx.new_tensor(DType::F32, 5, 2), nullptr, GluParams{}); },
+                        "GLU");  // odd fused row
   test::expect_op_error([&] { ops::glu(ctx, g, g, GluParams{GluOp::SwigluOai, true, 1.702f, 7.0f}); }, "GLU");
-  test::expect_op_error([&] { ops::glu(ctx, g, nullptr, GluParams{static_cast<GluOp>(0), false, 1, 1}); }, "GLU");
+  test::expect_op_error(
+      [&] {
+        ops::glu(ctx, g, nullptr, GluParams{static_cast<GluOp>(0), false, 1, 1});
+      },
+      "GLU");
   test::expect_op_error([&] { ops::glu(ctx, ops::transpose(ctx, g), nullptr, GluParams{}); }, "GLU");
 }
 

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/op_params_store.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
 #include "cpu/vec_math.h"
-#include "core/op_params_store.h"
 #include "tessera/convert.h"
 #include "tessera/op_constants.h"
 
@@ -63,7 +63,8 @@ Shapes shapes_of(const Tensor& dst) {
           q.describe(), k.describe());
   const Tensor* sinks = dst.src[4];
   if (sinks != nullptr && (sinks->type != DType::F32 || sinks->ne[0] != q.ne[2] || !sinks->rows_contiguous()))
-    raise(ErrorCode::InvalidArgument, "FLASH_ATTN_EXT: sinks {} do not fit q {}", sinks->describe(), q.describe());
+    raise(ErrorCode::InvalidArgument, "FLASH_ATTN_EXT: sinks {} do not fit q {}", sinks->describe(),
+          q.describe());
   const FlashAttnParams p = flash_attn_params(dst);
   return Shapes{q,
                 k,
@@ -359,8 +360,8 @@ class Descriptors {
   }
   // `of`'s elements with other dims and strides, `offset` bytes in (what VIEW, PERMUTE and
   // TRANSPOSE make; kernels read only data and strides).
-  Tensor& view(const Tensor& of, const std::array<int64_t, kMaxDims>& ne, const std::array<size_t, kMaxDims>& nb,
-               size_t offset) {
+  Tensor& view(const Tensor& of, const std::array<int64_t, kMaxDims>& ne,
+               const std::array<size_t, kMaxDims>& nb, size_t offset) {
     Tensor& t = next();
     t.op = Op::View;
     t.type = of.type;
@@ -412,8 +413,10 @@ void composed(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
     const int64_t rows = std::min(group, s.n_q - t0);
     Descriptors d;
     // V^T: [n_kv, D_v] rows per K/V head, the cache's own layout.
-    const Tensor& v_t = d.view(s.v, {s.n_kv, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]}, 0);
-    const Tensor& q_part = d.view(q, {s.d, rows, s.n_head, s.n_batch}, q.nb, static_cast<size_t>(t0) * q.nb[1]);
+    const Tensor& v_t =
+        d.view(s.v, {s.n_kv, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]}, 0);
+    const Tensor& q_part =
+        d.view(q, {s.d, rows, s.n_head, s.n_batch}, q.nb, static_cast<size_t>(t0) * q.nb[1]);
     Tensor* kq = &d.node(Op::MulMat, {s.n_kv, rows, s.n_head, s.n_batch}, {&s.k, &q_part}, kq_memory);
     run(*kq);
     float softmax_scale = p.scale;
@@ -439,7 +442,8 @@ void composed(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
     // The merged heads: kqv permuted to [D_v, H, rows, B], copied into the group's rows of dst.
     const Tensor& merged =
         d.view(kqv, {s.d_v, s.n_head, rows, s.n_batch}, {kqv.nb[0], kqv.nb[2], kqv.nb[1], kqv.nb[3]}, 0);
-    Tensor& out = d.view(dst, {s.d_v, s.n_head, rows, s.n_batch}, dst.nb, static_cast<size_t>(t0) * dst.nb[2]);
+    Tensor& out =
+        d.view(dst, {s.d_v, s.n_head, rows, s.n_batch}, dst.nb, static_cast<size_t>(t0) * dst.nb[2]);
     out.op = Op::Cpy;
     out.src[0] = const_cast<Tensor*>(&merged);
     run(out);

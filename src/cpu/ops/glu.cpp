@@ -15,7 +15,8 @@ void run_glu(const ComputeContext& ctx, Tensor& dst) {
   const Tensor* b = dst.src[1];
   TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous());
   const GluParams p = glu_params(dst);
-  if (p.op != GluOp::SwigluOai) raise(ErrorCode::Unsupported, "CPU: GLU op {} has no kernel", static_cast<int>(p.op));
+  if (p.op != GluOp::SwigluOai)
+    raise(ErrorCode::Unsupported, "CPU: GLU op {} has no kernel", static_cast<int>(p.op));
   if (a.type != DType::F32 || (b != nullptr && b->type != DType::F32) || !a.rows_contiguous() ||
       (b != nullptr && !b->rows_contiguous()))
     raise(ErrorCode::Unsupported, "CPU: GLU needs f32 sources with contiguous rows, got {}", dst.describe());
