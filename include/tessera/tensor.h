@@ -76,7 +76,7 @@ inline constexpr int kUnaryOpCount = static_cast<int>(UnaryOp::Count_);
 std::string_view unary_op_name(UnaryOp op) noexcept;
 
 // GLU variants (ggml's ggml_glu_op values). Only gpt-oss's clamped SwiGLU so far.
-enum class GluOp : int32_t { SwigluOai = 6 };
+enum class GluOp : int32_t { SwigluOai = 3 };
 
 enum class RopeMode : int32_t { Normal = 0, Neox = 2 };
 enum class SortOrder : int32_t { Ascending = 0, Descending = 1 };

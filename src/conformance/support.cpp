@@ -226,18 +226,34 @@ LeafMaker plain_leaf(Context& ctx) {
 std::vector<OpTypes> all_op_types(Op op) {
   std::vector<std::optional<DType>> choices(kAllDTypes, kAllDTypes + kDTypeCount);
   choices.push_back(std::nullopt);
+  // Whether some rule admits the result and sources [0, n) of t: a prefix no rule admits is
+  // undefined whatever follows, so it is extended once (the later slots absent), not by every
+  // choice (FLASH_ATTN_EXT's five slots would make 45 million combinations).
+  const auto admitted = [&](const OpTypes& t, size_t n) {
+    for (const OpTypeRule& r : op_type_rules(op)) {
+      bool all = r.result.contains(t.result);
+      for (size_t i = 0; all && i < n; ++i) all = r.src[i].contains(t.src[i]);
+      if (all) return true;
+    }
+    return false;
+  };
   std::vector<OpTypes> out;
   const size_t slots = n_slots(op);
   for (DType result : kAllDTypes) {
     std::vector<OpTypes> partial{OpTypes{result, {}}};
     for (size_t i = 0; i < slots; ++i) {
       std::vector<OpTypes> next;
-      for (const OpTypes& p : partial)
+      for (const OpTypes& p : partial) {
+        if (!admitted(p, i)) {
+          next.push_back(p);  // slot i stays absent
+          continue;
+        }
         for (auto c : choices) {
           OpTypes t = p;
           t.src[i] = c;
           next.push_back(t);
         }
+      }
       partial = std::move(next);
     }
     out.insert(out.end(), partial.begin(), partial.end());

@@ -73,8 +73,10 @@ struct AttentionParams {
 // Self-attention of layer il over the normed input `cur` ([n_embd, n_tokens]): Q/K/V projections
 // (fused wqkv or separate, with the layer's biases when it has them), per-head Q/K RMS norms when
 // the layer has them, ROPE at the batch positions, K/V stored at the batch's cells, softmax over
-// the cache cells under the mask (K/V heads shared by groups of n_head / n_head_kv query heads),
-// output projection. The softmax attention is one FLASH_ATTN_EXT node, whatever the backend.
+// the cache cells under the mask (K/V heads shared by groups of n_head / n_head_kv query heads;
+// the layer's attention sinks, when it has them, join every softmax denominator), output
+// projection (plus its bias where the layer has one). The softmax attention is one FLASH_ATTN_EXT
+// node, whatever the backend.
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
 
 // Attention of an encoder (bert, nomic-bert): Q/K/V as in attention() (fused wqkv with its bias
