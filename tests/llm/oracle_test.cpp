@@ -101,7 +101,7 @@ const Oracle kMoeOracles[] = {
     {"tiny-qwen3moe-f32", 2e-6}, {"tiny-mixtral-f32", 2e-6}, {"tiny-qwen3moe-q4_k_m", 5e-4}};
 // gpt-oss (attention sinks, alternating sliding window, YaRN, biased experts with the clamped
 // SwiGLU) in F32 and llama-quantize's MXFP4_MOE mix (MXFP4 experts, Q8_0 elsewhere). On OpenCL0
-// the nodes it has no kernel for (MXFP4 products, MUL_MAT_ID, ADD_ID, GLU, attention with sinks)
+// the nodes it has no kernel for (MUL_MAT_ID, ADD_ID, GLU, attention with sinks)
 // fall back to the CPU.
 const Oracle kGptOssOracles[] = {{"tiny-gptoss-f32", 2e-6}, {"tiny-gptoss-mxfp4", 5e-4}};
 
