@@ -99,6 +99,8 @@ double block_bound(DType type, const std::vector<std::byte>& data, size_t i) {
       return 127 * std::fabs(half(block_at<BlockIQ4_NL>(data, i).d));
     case DType::IQ4_XS:  // scale - 32 in [-32, 31]
       return 32 * 127 * std::fabs(half(block_at<BlockIQ4_XS>(data, i).d));
+    case DType::MXFP4:  // doubled E2M1 codes up to 12
+      return 12 * static_cast<double>(e8m0_half(block_at<BlockMXFP4>(data, i).e));
     default:
       return std::numeric_limits<double>::quiet_NaN();
   }

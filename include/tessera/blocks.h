@@ -94,11 +94,31 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
-static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
+// MXFP4 (OCP microscaling): x = 2^(e - 127) * E2M1(q), e an E8M0 exponent byte, q a four-bit
+// E2M1 code, nibbles as Q4_0. Stored in ggml's convention: kMxfp4Values are the E2M1 values doubled
+// (integers), so x = e8m0_half(e) * kMxfp4Values[q].
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockMXFP4) == 17);
 
 // The non-linear 4-bit grid of IQ4_NL and IQ4_XS.
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                           1,    13,   25,  38,  53,  69,  89,  113};
+
+// The E2M1 values of MXFP4 doubled: codes 0-7 are +0, 0.5, 1, 1.5, 2, 3, 4, 6; 8-15 the same negated.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half the E8M0 scale 2^(e - 127), i.e. 2^(e - 128), exactly (e 0 and 1 give f32 denormals); e = 255
+// (the format's NaN) reads as 2^127, as ggml does.
+inline float e8m0_half(uint8_t e) noexcept {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
 
 // Q4_K / Q5_K: the 6-bit scale and min of group j (0..7) from the 12 packed bytes.
 inline void k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) noexcept {

@@ -44,6 +44,16 @@ struct ClampParams {
   float max = 0.0f;
 };
 
+// GLU (ggml's gated linear units, split form: gate a, up b): SWIGLU_OAI is
+// y = min(a, limit) * sigmoid(alpha * min(a, limit)) * (clamp(b, -limit, limit) + 1).
+// Fused form (b absent): a's row holds gate then up halves (swapped: up then gate).
+struct GluParams {
+  GluOp op = GluOp::SwigluOai;
+  bool swapped = false;
+  float alpha = 1.702f;
+  float limit = 7.0f;
+};
+
 // NORM and RMS_NORM.
 struct NormParams {
   float eps = 0.0f;
@@ -127,6 +137,7 @@ UnaryOp unary_op(const Tensor& node);
 LeakyReluParams leaky_relu_params(const Tensor& node);
 ScaleParams scale_params(const Tensor& node);
 ClampParams clamp_params(const Tensor& node);
+GluParams glu_params(const Tensor& node);
 NormParams norm_params(const Tensor& node);  // NORM or RMS_NORM
 GroupNormParams group_norm_params(const Tensor& node);
 UpscaleParams upscale_params(const Tensor& node);

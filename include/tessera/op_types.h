@@ -50,7 +50,7 @@ std::string describe(const OpTypes& types);  // "f32 <- q4_0, f16"
 struct OpTypeRule {
   TypeSet result;
   std::array<TypeSet, kMaxSources> src{TypeSet::absent(), TypeSet::absent(), TypeSet::absent(),
-                                       TypeSet::absent()};
+                                       TypeSet::absent(), TypeSet::absent()};
 };
 
 // The rules of op; empty for NONE and the metadata-only ops (views take every type).

@@ -36,6 +36,9 @@ Tensor* mul(Context& ctx, Tensor* a, Tensor* b);
 Tensor* div(Context& ctx, Tensor* a, Tensor* b);
 // dst = a; dst bytes at offset + 4*i0 + i1*nb1 + i2*nb2 + i3*nb3 += b[i].
 Tensor* acc(Context& ctx, Tensor* a, Tensor* b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+// ggml_add_id: a F32 [ne0, ne1, ne2, 1] plus rows of b F32 [ne0, n_rows] chosen by ids I32 [ne1, ne2]
+// (each in [0, n_rows)): dst[:, i1, i2] = a[:, i1, i2] + b[:, ids[i1, i2]] (the experts' biases).
+Tensor* add_id(Context& ctx, Tensor* a, Tensor* b, Tensor* ids);
 Tensor* unary(Context& ctx, Tensor* a, UnaryOp op);
 inline Tensor* gelu(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::Gelu); }
 inline Tensor* gelu_quick(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::GeluQuick); }
@@ -48,6 +51,13 @@ Tensor* leaky_relu(Context& ctx, Tensor* a, float slope);
 Tensor* scale(Context& ctx, Tensor* a, float s, float bias = 0.0f);
 Tensor* sqr(Context& ctx, Tensor* a);
 Tensor* clamp(Context& ctx, Tensor* a, float min, float max);
+// GLU (tessera/op_params.h, GluParams): gate a and up b F32 of one shape, result a's shape; or b null
+// and a's rows [gate, up] (ne0 even), result ne0 / 2. Rows of a and b must be contiguous.
+Tensor* glu(Context& ctx, Tensor* a, Tensor* b, const GluParams& p);
+// gpt-oss's clamped SwiGLU (ggml_swiglu_oai).
+inline Tensor* swiglu_oai(Context& ctx, Tensor* gate, Tensor* up, float alpha, float limit) {
+  return glu(ctx, gate, up, GluParams{GluOp::SwigluOai, false, alpha, limit});
+}
 
 // ---- norms ----
 Tensor* norm(Context& ctx, Tensor* a, float eps);
@@ -70,7 +80,10 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
 // [M, n_used, T]: dst[:, e, t] = as[:, :, ids[e, t]] b[:, e % B1, t].
 Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids);
 Tensor* diag_mask_inf(Context& ctx, Tensor* a, int n_past);
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, float max_bias = 0.0f);
+// sinks: optional F32 [a.ne2], one logit per head (ggml_soft_max_add_sinks) that joins each row's
+// denominator, exp(sink - max) with max over the row and the sink, and attends to nothing.
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, float max_bias = 0.0f,
+                 Tensor* sinks = nullptr);
 
 // Fused attention with ggml's FLASH_ATTN_EXT semantics: q F32 [D, n_q, H, B]; k [D, n_kv, H_kv, B_kv]
 // and v [D_v, n_kv, H_kv, B_kv], both F32 or both F16, any strides (v may be a transposed view);
@@ -83,8 +96,11 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 
 // query rows where V is the KV cache's transposed view, else its online softmax, which
 // online_softmax asks for always; the scheduler runs it as MUL_MAT, SOFT_MAX, MUL_MAT on a device
 // that lacks it (docs/ARCHITECTURE.md, "CPU attention").
+// sinks: optional F32 [H], one logit per query head that joins every row's softmax denominator
+// (ggml_flash_attn_ext_add_sinks; gpt-oss) and attends to nothing.
 Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
-                       float max_bias = 0.0f, float softcap = 0.0f, bool online_softmax = false);
+                       float max_bias = 0.0f, float softcap = 0.0f, bool online_softmax = false,
+                       Tensor* sinks = nullptr);
 
 // a: [D, H, T, B] F32/F16; positions: I32 [T]; freq_factors: optional F32 [n_dims/2].
 Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, const RopeParams& p);

@@ -52,6 +52,10 @@ void quantize_row_iq4_nl(const float* src, BlockIQ4_NL* dst, int64_t n) noexcept
 void quantize_row_iq4_nl_searched(const float* src, BlockIQ4_NL* dst, int64_t n) noexcept;
 // IQ4_XS (searched as IQ4_NL's file path, per group of 32, then 6-bit group scales).
 void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n) noexcept;
+// MXFP4: e from the block's largest magnitude (floor(log2 amax) - 2 + 127), then each element's
+// nearest code (the first on ties), as ggml's quantize_row_mxfp4_ref (CPY and llama-quantize alike).
+void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n) noexcept;
+void dequantize_row_mxfp4(const BlockMXFP4* src, float* dst, int64_t n) noexcept;
 }  // namespace ref
 
 // Converts a contiguous row of n elements of `type` to f32 (I32 converts exactly).

@@ -12,7 +12,7 @@
 namespace tessera {
 
 inline constexpr int kMaxDims = 4;
-inline constexpr int kMaxSources = 4;
+inline constexpr int kMaxSources = 5;
 inline constexpr int kMaxOpParams = 16;
 
 enum class Op : uint8_t {
@@ -34,11 +34,13 @@ enum class Op : uint8_t {
   Mul,
   Div,
   Acc,
+  AddId,
   Unary,
   LeakyRelu,
   Scale,
   Sqr,
   Clamp,
+  Glu,
   // norms
   Norm,
   RmsNorm,
@@ -72,6 +74,9 @@ bool is_view_op(Op op) noexcept;
 enum class UnaryOp : int32_t { Gelu, GeluQuick, Silu, Tanh, Relu, HardSigmoid, HardSwish, Count_ };
 inline constexpr int kUnaryOpCount = static_cast<int>(UnaryOp::Count_);
 std::string_view unary_op_name(UnaryOp op) noexcept;
+
+// GLU variants (ggml's ggml_glu_op values). Only gpt-oss's clamped SwiGLU so far.
+enum class GluOp : int32_t { SwigluOai = 3 };
 
 enum class RopeMode : int32_t { Normal = 0, Neox = 2 };
 enum class SortOrder : int32_t { Ascending = 0, Descending = 1 };

@@ -47,11 +47,12 @@ std::unique_ptr<Decomposition> Decomposition::flash_attn(const Tensor& node, Ten
   auto d = std::unique_ptr<Decomposition>(new Decomposition());
   d->hub_ = node;
   Context& ctx = d->ctx_;
-  constexpr int kQ = 0, kK = 1, kV = 2, kMask = 3;
+  constexpr int kQ = 0, kK = 1, kV = 2, kMask = 3, kSinks = 4;
   Tensor* q = d->source(kQ);
   Tensor* k = d->source(kK);
   Tensor* v = d->source(kV);
   Tensor* mask = d->source(kMask);
+  Tensor* sinks = d->source(kSinks);
   const FlashAttnParams p = flash_attn_params(node);
   const int64_t n_kv = k->ne[1], n_q = q->ne[1], heads = q->ne[2], batch = q->ne[3];
 
@@ -67,7 +68,8 @@ std::unique_ptr<Decomposition> Decomposition::flash_attn(const Tensor& node, Ten
 
   const int64_t per_row = n_kv * heads * batch * static_cast<int64_t>(sizeof(float));
   constexpr int64_t kMinGroup = 32;
-  const int64_t group = std::max(kMinGroup, group_bytes / std::max<int64_t>(per_row, 1) / kMinGroup * kMinGroup);
+  const int64_t group =
+      std::max(kMinGroup, group_bytes / std::max<int64_t>(per_row, 1) / kMinGroup * kMinGroup);
   for (int64_t t0 = 0; t0 < n_q; t0 += group) {
     const int64_t rows = std::min(group, n_q - t0);
     Tensor* q_part = q;
@@ -98,10 +100,11 @@ std::unique_ptr<Decomposition> Decomposition::flash_attn(const Tensor& node, Ten
         mask_linked = true;
       }
     }
-    Tensor* probs = ops::soft_max(ctx, kq, mask_part, softmax_scale, p.max_bias);
+    Tensor* probs = ops::soft_max(ctx, kq, mask_part, softmax_scale, p.max_bias, sinks);
     if (mask != nullptr && !mask_linked) d->read(probs, 1, kMask);
+    if (sinks != nullptr) d->read(probs, 2, kSinks);
     d->add(probs);
-    Tensor* kqv = d->add(ops::mul_mat(ctx, values, probs));  // [D_v, rows, H, B]
+    Tensor* kqv = d->add(ops::mul_mat(ctx, values, probs));       // [D_v, rows, H, B]
     Tensor* merged = d->add(ops::permute(ctx, kqv, 0, 2, 1, 3));  // [D_v, H, rows, B]
     Tensor* slot = d->add(ops::view(ctx, result, {result->ne[0], heads, rows, batch}, result->nb[1],
                                     result->nb[2], result->nb[3], static_cast<size_t>(t0) * result->nb[2]));

@@ -27,7 +27,7 @@ class Decomposition {
   void rebind();
 
   // FLASH_ATTN_EXT (ops.h) as MUL_MAT(K, Q), SCALE and TANH when soft-capping, SOFT_MAX with the
-  // mask, scale and ALiBi, MUL_MAT(V^T, P), and a copy of the merged heads into the result, per
+  // mask, scale, ALiBi and sinks, MUL_MAT(V^T, P), and a copy of the merged heads into the result, per
   // group of query rows whose KQ holds about `group_bytes` (at least 32 rows). softcap * tanh(s *
   // scale / softcap) is the fused op's definition: the tanh sees the scaled score, and the softmax
   // scales by softcap. V in ggml's rows is transposed once (CONT); the KV cache's transposed V
@@ -46,9 +46,9 @@ class Decomposition {
     size_t offset;
   };
   Tensor* source(int from) const { return hub_.src[static_cast<size_t>(from)]; }
-  Tensor* read(Tensor* node, int slot, int from);               // records a source link
-  Tensor* viewed(Tensor* view, int from);                       // records a view link
-  Tensor* add(Tensor* node);                                    // appends to nodes_
+  Tensor* read(Tensor* node, int slot, int from);  // records a source link
+  Tensor* viewed(Tensor* view, int from);          // records a view link
+  Tensor* add(Tensor* node);                       // appends to nodes_
 
   Tensor hub_;
   Context ctx_;  // descriptors only

@@ -107,6 +107,34 @@ void unary_family(std::vector<std::unique_ptr<Case>>& out) {
   }
 }
 
+// gpt-oss's pieces: ADD_ID (the experts' biases) and the clamped SwiGLU, split and fused; a limit
+// of 0.5 makes the clamps bind on inputs in [-1, 1].
+void gpt_oss_family(std::vector<std::unique_ptr<Case>>& out) {
+  for (const Ne& ne : {Ne{64, 4, 7, 1}, Ne{33, 1, 5, 1}})
+    add(out, Op::AddId, fmt::format("ADD_ID(type=f32, ne={}, n_rows=8)", ne_str(ne)),
+        [=](Case& c, Context& ctx) {
+          Tensor* a = c.leaf(ctx, DType::F32, ne);
+          Tensor* b = c.leaf(ctx, DType::F32, {ne[0], 8, 1, 1});
+          Tensor* ids = c.leaf(ctx, DType::I32, {ne[1], ne[2], 1, 1}, Fill::Indices, 8);
+          return ops::add_id(ctx, a, b, ids);
+        });
+  for (float limit : {0.5f, 7.0f}) {
+    for (const Ne& ne : {Ne{128, 4, 3, 1}, Ne{7, 5, 1, 2}})
+      add(out, Op::Glu, fmt::format("GLU(op=swiglu_oai, ne={}, alpha=1.702, limit={})", ne_str(ne), limit),
+          [=](Case& c, Context& ctx) {
+            return ops::swiglu_oai(ctx, c.leaf(ctx, DType::F32, ne), c.leaf(ctx, DType::F32, ne), 1.702f,
+                                   limit);
+          });
+    for (bool swapped : {false, true})
+      add(out, Op::Glu,
+          fmt::format("GLU(op=swiglu_oai, fused ne=[64,3,2,1], swapped={}, limit={})", swapped, limit),
+          [=](Case& c, Context& ctx) {
+            return ops::glu(ctx, c.leaf(ctx, DType::F32, {64, 3, 2, 1}), nullptr,
+                            GluParams{GluOp::SwigluOai, swapped, 1.702f, limit});
+          });
+  }
+}
+
 void binary_family(std::vector<std::unique_ptr<Case>>& out) {
   const std::pair<DType, DType> mixes[] = {
       {DType::F32, DType::F32}, {DType::F16, DType::F16}, {DType::F16, DType::F32}};
@@ -393,6 +421,14 @@ void attention_family(std::vector<std::unique_ptr<Case>>& out) {
               Tensor* mask = c.leaf(ctx, mt, {ne[0], ne[1] + 2, 1, 1});
               return ops::soft_max(ctx, a, mask, 0.125f, max_bias);
             });
+    // Attention sinks: one logit per head joining each row's denominator (gpt-oss).
+    add(out, Op::SoftMax, fmt::format("SOFT_MAX(type=f32, ne={}, mask=f16, scale=0.125, sinks)", ne_str(ne)),
+        [=](Case& c, Context& ctx) {
+          Tensor* a = c.leaf(ctx, DType::F32, ne);
+          Tensor* mask = c.leaf(ctx, DType::F16, {ne[0], ne[1], 1, 1});
+          Tensor* sinks = c.leaf(ctx, DType::F32, {ne[2], 1, 1, 1});
+          return ops::soft_max(ctx, a, mask, 0.125f, 0.0f, sinks);
+        });
   }
   // ROPE: both modes, partial rotation, YaRN, freq factors, f16.
   for (DType t : {DType::F32, DType::F16}) {
@@ -427,7 +463,8 @@ void attention_family(std::vector<std::unique_ptr<Case>>& out) {
 // FLASH_ATTN_EXT as the model graphs use it, and around it: F16 K/V (the cache's type) and F32,
 // grouped query heads, masks of both types with -inf cells (a causal mask made in the graph) or
 // none, ALiBi, soft-capping, batches, a V view transposed as our KV cache stores it, and cell
-// counts that are no multiple of the fast kernel's block.
+// counts that are no multiple of the fast kernel's block; attention sinks (gpt-oss) on each CPU
+// strategy: the composed ops (V transposed), the online softmax (V rows, or asked for).
 void flash_attn_family(std::vector<std::unique_ptr<Case>>& out) {
   struct Shape {
     int64_t d, n_kv, n_q, heads, kv_heads, batch;
@@ -436,26 +473,35 @@ void flash_attn_family(std::vector<std::unique_ptr<Case>>& out) {
       {64, 256, 1, 8, 2, 1}, {64, 100, 7, 4, 4, 1}, {128, 513, 32, 4, 1, 1}, {40, 70, 3, 6, 3, 2}};
   for (const Shape& sh : shapes) {
     for (DType kv : {DType::F16, DType::F32}) {
-      for (int variant = 0; variant < 5; ++variant) {
+      for (int variant = 0; variant < 8; ++variant) {
         // 0: causal f16 mask; 1: f32 mask with ALiBi; 2: no mask; 3: softcap, causal f16 mask;
-        // 4: V transposed (the KV cache's layout), causal f32 mask.
-        const bool causal = variant == 0 || variant == 3 || variant == 4;
+        // 4: V transposed (the KV cache's layout), causal f32 mask; 5: sinks, V transposed, causal
+        // f16 mask; 6: sinks, no mask; 7: sinks, V transposed, causal f16 mask, online softmax.
+        const bool causal = variant == 0 || variant == 3 || variant == 4 || variant == 5 || variant == 7;
+        const bool transposed = variant == 4 || variant == 5 || variant == 7;
+        const bool sinks = variant >= 5, online = variant == 7;
         const DType mt = variant == 1 || variant == 4 ? DType::F32 : DType::F16;
         const float max_bias = variant == 1 ? 8.0f : 0.0f, softcap = variant == 3 ? 20.0f : 0.0f;
         const float scale = variant == 3 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(sh.d));
-        const char* what[] = {"causal f16 mask", "f32 mask, max_bias=8", "no mask",
-                              "softcap=20, causal f16 mask", "V transposed, causal f32 mask"};
+        const char* what[] = {"causal f16 mask",
+                              "f32 mask, max_bias=8",
+                              "no mask",
+                              "softcap=20, causal f16 mask",
+                              "V transposed, causal f32 mask",
+                              "sinks, V transposed, causal f16 mask",
+                              "sinks, no mask",
+                              "sinks, V transposed, causal f16 mask, online softmax"};
         add(out, Op::FlashAttnExt,
             fmt::format("FLASH_ATTN_EXT(type_kv={}, d={}, n_kv={}, n_q={}, heads={}/{}, batch={}, {})",
                         tn(kv), sh.d, sh.n_kv, sh.n_q, sh.heads, sh.kv_heads, sh.batch, what[variant]),
             [=](Case& c, Context& ctx) {
               Tensor* q = c.leaf(ctx, DType::F32, {sh.d, sh.n_q, sh.heads, sh.batch});
               Tensor* k = c.leaf(ctx, kv, {sh.d, sh.n_kv, sh.kv_heads, sh.batch});
-              Tensor* v = variant == 4
+              Tensor* v = transposed
                               ? ops::transpose(ctx, c.leaf(ctx, kv, {sh.n_kv, sh.d, sh.kv_heads, sh.batch}))
                               : c.leaf(ctx, kv, {sh.d, sh.n_kv, sh.kv_heads, sh.batch});
               Tensor* mask = nullptr;
-              if (variant != 2) {
+              if (variant != 2 && variant != 6) {
                 // Two rows more than the queries, as padded masks have them.
                 mask = c.leaf(ctx, DType::F32, {sh.n_kv, sh.n_q + 2, 1, 1});
                 if (causal) mask = ops::diag_mask_inf(ctx, mask, static_cast<int>(sh.n_kv - sh.n_q));
@@ -463,7 +509,8 @@ void flash_attn_family(std::vector<std::unique_ptr<Case>>& out) {
                   mask =
                       ops::cpy(ctx, mask, c.leaf(ctx, DType::F16, {sh.n_kv, sh.n_q + 2, 1, 1}, Fill::Zero));
               }
-              return ops::flash_attn_ext(ctx, q, k, v, mask, scale, max_bias, softcap);
+              Tensor* s = sinks ? c.leaf(ctx, DType::F32, {sh.heads, 1, 1, 1}) : nullptr;
+              return ops::flash_attn_ext(ctx, q, k, v, mask, scale, max_bias, softcap, online, s);
             });
       }
     }
@@ -742,6 +789,7 @@ std::vector<std::unique_ptr<Case>> all_cases() {
   shape_family(out);
   binary_family(out);
   unary_family(out);
+  gpt_oss_family(out);
   norm_family(out);
   resample_family(out);
   attention_family(out);

@@ -72,7 +72,8 @@ using LeafMaker = std::function<Tensor*(DType, std::array<int64_t, 4>, Fill, int
 Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& leaf, int variant = 0);
 // Leafs as bare descriptors in ctx (no data).
 LeafMaker plain_leaf(Context& ctx);
-// Every combination of types over op's result and source slots (absent included), defined or not.
+// Every combination of types over op's result and source slots (absent included), defined or not,
+// except that a prefix (result, first sources) no rule admits appears once, its later slots absent.
 std::vector<OpTypes> all_op_types(Op op);
 // A node of op (built with its first defined types) whose result and sources can then be given any
 // types: for asking a backend about combinations no builder makes. Each source is whole blocks of

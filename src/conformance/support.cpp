@@ -27,9 +27,13 @@ size_t n_slots(Op op) {
 const char* slot_name(Op op, size_t i) {
   switch (op) {
     case Op::SoftMax:
-      return i == 1 ? "mask" : "a";
+      return i == 1 ? "mask" : i == 2 ? "sinks" : "a";
+    case Op::AddId:
+      return i == 0 ? "a" : i == 1 ? "b" : "ids";
+    case Op::Glu:
+      return i == 0 ? "gate" : "up";
     case Op::FlashAttnExt:
-      return i == 0 ? "q" : i == 1 ? "k" : i == 2 ? "v" : "mask";
+      return i == 0 ? "q" : i == 1 ? "k" : i == 2 ? "v" : i == 3 ? "mask" : "sinks";
     case Op::Rope:
       return i == 1 ? "positions" : i == 2 ? "freq factors" : "a";
     case Op::GetRows:
@@ -109,6 +113,16 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
       node = ops::acc(ctx, a, leaf(src(1), {8, 2, 1, 1}, Fill::Uniform, 0), a->nb[1], a->nb[2], a->nb[3], 0);
       break;
     }
+    case Op::AddId:
+      node = ops::add_id(ctx, leaf(src(0), {64, 2, 3, 1}, Fill::Uniform, 0),
+                         leaf(src(1), {64, 4, 1, 1}, Fill::Uniform, 0),
+                         leaf(src(2), {2, 3, 1, 1}, Fill::Indices, 4));
+      break;
+    case Op::Glu: {
+      Tensor* up = types.src[1] ? leaf(*types.src[1], {64, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
+      node = ops::swiglu_oai(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), up, 1.702f, 0.5f);
+      break;
+    }
     case Op::Unary:
       node = ops::unary(ctx, leaf(src(0), {64, 4, 1, 1}, Fill::Uniform, 0), static_cast<UnaryOp>(variant));
       break;
@@ -159,14 +173,16 @@ Tensor* build_probe(Context& ctx, Op op, const OpTypes& types, const LeafMaker& 
       break;
     case Op::SoftMax: {
       Tensor* mask = types.src[1] ? leaf(*types.src[1], {16, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
-      node = ops::soft_max(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), mask, 0.5f, 0.0f);
+      Tensor* sinks = types.src[2] ? leaf(*types.src[2], {2, 1, 1, 1}, Fill::Uniform, 0) : nullptr;
+      node = ops::soft_max(ctx, leaf(src(0), {16, 4, 2, 1}, Fill::Uniform, 0), mask, 0.5f, 0.0f, sinks);
       break;
     }
     case Op::FlashAttnExt: {
       Tensor* mask = types.src[3] ? leaf(*types.src[3], {32, 4, 1, 1}, Fill::Uniform, 0) : nullptr;
-      node = ops::flash_attn_ext(ctx, leaf(src(0), {16, 4, 4, 1}, Fill::Uniform, 0),
-                                 leaf(src(1), {16, 32, 2, 1}, Fill::Uniform, 0),
-                                 leaf(src(2), {16, 32, 2, 1}, Fill::Uniform, 0), mask, 0.25f);
+      Tensor* sinks = types.src[4] ? leaf(*types.src[4], {4, 1, 1, 1}, Fill::Uniform, 0) : nullptr;
+      node = ops::flash_attn_ext(
+          ctx, leaf(src(0), {16, 4, 4, 1}, Fill::Uniform, 0), leaf(src(1), {16, 32, 2, 1}, Fill::Uniform, 0),
+          leaf(src(2), {16, 32, 2, 1}, Fill::Uniform, 0), mask, 0.25f, 0.0f, 0.0f, false, sinks);
       break;
     }
     case Op::Rope: {
@@ -210,18 +226,34 @@ LeafMaker plain_leaf(Context& ctx) {
 std::vector<OpTypes> all_op_types(Op op) {
   std::vector<std::optional<DType>> choices(kAllDTypes, kAllDTypes + kDTypeCount);
   choices.push_back(std::nullopt);
+  // Whether some rule admits the result and sources [0, n) of t: a prefix no rule admits is
+  // undefined whatever follows, so it is extended once (the later slots absent), not by every
+  // choice (FLASH_ATTN_EXT's five slots would make 45 million combinations).
+  const auto admitted = [&](const OpTypes& t, size_t n) {
+    for (const OpTypeRule& r : op_type_rules(op)) {
+      bool all = r.result.contains(t.result);
+      for (size_t i = 0; all && i < n; ++i) all = r.src[i].contains(t.src[i]);
+      if (all) return true;
+    }
+    return false;
+  };
   std::vector<OpTypes> out;
   const size_t slots = n_slots(op);
   for (DType result : kAllDTypes) {
     std::vector<OpTypes> partial{OpTypes{result, {}}};
     for (size_t i = 0; i < slots; ++i) {
       std::vector<OpTypes> next;
-      for (const OpTypes& p : partial)
+      for (const OpTypes& p : partial) {
+        if (!admitted(p, i)) {
+          next.push_back(p);  // slot i stays absent
+          continue;
+        }
         for (auto c : choices) {
           OpTypes t = p;
           t.src[i] = c;
           next.push_back(t);
         }
+      }
       partial = std::move(next);
     }
     out.insert(out.end(), partial.begin(), partial.end());

@@ -73,6 +73,11 @@ ClampParams clamp_params(const Tensor& node) {
   return {get_f(node, 0), get_f(node, 1)};
 }
 
+GluParams glu_params(const Tensor& node) {
+  expect_op(node, {Op::Glu}, "glu_params");
+  return {static_cast<GluOp>(get_i(node, 0)), get_i(node, 1) != 0, get_f(node, 2), get_f(node, 3)};
+}
+
 NormParams norm_params(const Tensor& node) {
   expect_op(node, {Op::Norm, Op::RmsNorm}, "norm_params");
   return {get_f(node, 0)};
@@ -207,6 +212,14 @@ void store_params(Tensor& node, const ClampParams& p) {
   set_f(node, 1, p.max);
 }
 
+void store_params(Tensor& node, const GluParams& p) {
+  expect_op(node, {Op::Glu}, "store_params");
+  set_i(node, 0, static_cast<int32_t>(p.op));
+  set_i(node, 1, p.swapped ? 1 : 0);
+  set_f(node, 2, p.alpha);
+  set_f(node, 3, p.limit);
+}
+
 void store_params(Tensor& node, const NormParams& p) {
   expect_op(node, {Op::Norm, Op::RmsNorm}, "store_params");
   set_f(node, 0, p.eps);
@@ -274,7 +287,7 @@ void store_params(Tensor& node, const FlashAttnParams& p) {
   set_f(node, 0, p.scale);
   set_f(node, 1, p.max_bias);
   set_f(node, 2, p.softcap);
-  set_i(node, 3, 0);  // ggml's precision slot: the default (we always compute in f32)
+  set_i(node, 3, 0);                         // ggml's precision slot: the default (we always compute in f32)
   set_i(node, 4, p.online_softmax ? 1 : 0);  // ours: a kernel choice, past ggml's slots
 }
 

@@ -14,6 +14,7 @@ void store_params(Tensor& node, UnaryOp op);
 void store_params(Tensor& node, const LeakyReluParams& p);
 void store_params(Tensor& node, const ScaleParams& p);
 void store_params(Tensor& node, const ClampParams& p);
+void store_params(Tensor& node, const GluParams& p);
 void store_params(Tensor& node, const NormParams& p);
 void store_params(Tensor& node, const GroupNormParams& p);
 void store_params(Tensor& node, const UpscaleParams& p);

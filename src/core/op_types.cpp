@@ -13,9 +13,9 @@ constexpr DType F32 = DType::F32, F16 = DType::F16, BF16 = DType::BF16, Q4_0 = D
                 Q8_0 = DType::Q8_0, I32 = DType::I32;
 // MUL_MAT / GET_ROWS sources: every type of model files. Q8_K is only the K-quants' activation
 // type inside MUL_MAT, so no op takes it.
-const TypeSet kWeights{F32,         F16,         BF16,        Q4_0,          Q8_0,
-                       DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
-                       DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const TypeSet kWeights{F32,         F16,           BF16,          Q4_0,        Q8_0,        DType::Q4_1,
+                       DType::Q5_0, DType::Q5_1,   DType::Q2_K,   DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                       DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 const TypeSet kAll = kWeights.with(I32);
 const TypeSet kFloats{F32, F16};                  // F32 and F16
 const TypeSet kUnquantized{F32, F16, BF16, I32};  // element types (no blocks)
@@ -71,6 +71,10 @@ std::vector<OpTypeRule> rules_of(Op op) {
       return {rule({F32}, {{F32}, {F32}}), rule({F16}, {{F16}, {F16, F32}})};
     case Op::Acc:
       return {rule({F32}, {{F32}, {F32}})};
+    case Op::AddId:  // a, the rows of biases, the rows' ids
+      return {rule({F32}, {{F32}, {F32}, {I32}})};
+    case Op::Glu:  // gate (or gate and up fused), up
+      return {rule({F32}, {{F32}, TypeSet{F32}.with_absent()})};
     case Op::Unary:
     case Op::LeakyRelu:
     case Op::Scale:
@@ -93,11 +97,11 @@ std::vector<OpTypeRule> rules_of(Op op) {
     case Op::MulMatId:  // expert weights, b, the experts' ids
       return {rule({F32}, {kWeights, kFloats, {I32}})};
     case Op::SoftMax:
-      return {rule({F32}, {{F32}, kFloats.with_absent()})};
+      return {rule({F32}, {{F32}, kFloats.with_absent(), TypeSet{F32}.with_absent()})};  // a, mask, sinks
     case Op::FlashAttnExt:
       // q, k, v, mask: K and V of one type, as a KV cache stores them.
-      return {rule({F32}, {{F32}, {F32}, {F32}, kFloats.with_absent()}),
-              rule({F32}, {{F32}, {F16}, {F16}, kFloats.with_absent()})};
+      return {rule({F32}, {{F32}, {F32}, {F32}, kFloats.with_absent(), TypeSet{F32}.with_absent()}),
+              rule({F32}, {{F32}, {F16}, {F16}, kFloats.with_absent(), TypeSet{F32}.with_absent()})};
     case Op::Rope:
       return {rule({F32}, {{F32}, {I32}, TypeSet{F32}.with_absent()}),
               rule({F16}, {{F16}, {I32}, TypeSet{F32}.with_absent()})};

@@ -260,6 +260,20 @@ Tensor* acc(Context& ctx, Tensor* a, Tensor* b, size_t nb1, size_t nb2, size_t n
   return t;
 }
 
+Tensor* add_id(Context& ctx, Tensor* a, Tensor* b, Tensor* ids) {
+  constexpr Op op = Op::AddId;
+  require_not_null(op, {a, b, ids});
+  const std::initializer_list<const Tensor*> all = {a, b, ids};
+  require(a->type == DType::F32 && b->type == DType::F32 && ids->type == DType::I32, op, all,
+          "needs f32 a and b, i32 ids");
+  require(b->ne[0] == a->ne[0] && b->ne[2] == 1 && b->ne[3] == 1, op, all, "b must be [a.ne0 = {}, rows]",
+          a->ne[0]);
+  require(a->ne[3] == 1, op, all, "a must have at most 3 dims");
+  require(ids->ne[0] == a->ne[1] && ids->ne[1] == a->ne[2] && ids->ne[2] == 1 && ids->ne[3] == 1, op, all,
+          "ids must be [a.ne1 = {}, a.ne2 = {}]", a->ne[1], a->ne[2]);
+  return same_as(ctx, op, a, {a, b, ids});
+}
+
 Tensor* unary(Context& ctx, Tensor* a, UnaryOp op) {
   require(static_cast<int>(op) >= 0 && static_cast<int>(op) < kUnaryOpCount, Op::Unary, {a},
           "unknown unary op {}", static_cast<int>(op));
@@ -286,6 +300,27 @@ Tensor* clamp(Context& ctx, Tensor* a, float min, float max) {
   Tensor* t = float_unary(ctx, Op::Clamp, a);
   require(!(min > max), Op::Clamp, {a}, "min {} > max {}", min, max);
   detail::store_params(*t, ClampParams{min, max});
+  return t;
+}
+
+Tensor* glu(Context& ctx, Tensor* a, Tensor* b, const GluParams& p) {
+  constexpr Op op = Op::Glu;
+  require_not_null(op, {a});
+  require(p.op == GluOp::SwigluOai, op, {a, b}, "unknown GLU op {}", static_cast<int>(p.op));
+  require(a->type == DType::F32 && (b == nullptr || b->type == DType::F32), op, {a, b}, "needs f32");
+  require(a->rows_contiguous() && (b == nullptr || b->rows_contiguous()), op, {a, b},
+          "rows must be contiguous");
+  require(std::isfinite(p.alpha) && std::isfinite(p.limit), op, {a, b}, "alpha and limit must be finite");
+  std::array<int64_t, 4> ne = a->ne;
+  if (b != nullptr) {
+    require(b->same_shape(*a), op, {a, b}, "gate and up must have the same shape");
+    require(!p.swapped, op, {a, b}, "swapped applies to the fused form only");
+  } else {
+    require(a->ne[0] % 2 == 0, op, {a}, "a fused row needs an even ne0, got {}", a->ne[0]);
+    ne[0] /= 2;
+  }
+  Tensor* t = make_node(ctx, op, DType::F32, ne, {a, b});
+  detail::store_params(*t, p);
   return t;
 }
 
@@ -426,7 +461,7 @@ Tensor* diag_mask_inf(Context& ctx, Tensor* a, int n_past) {
   return t;
 }
 
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, float max_bias) {
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, float max_bias, Tensor* sinks) {
   require_not_null(Op::SoftMax, {a});
   require(a->type == DType::F32, Op::SoftMax, {a, mask}, "needs f32 input");
   require(max_bias >= 0.0f, Op::SoftMax, {a, mask}, "max_bias must be >= 0");
@@ -438,7 +473,11 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, float max_b
     require(a->ne[2] % mask->ne[2] == 0 && a->ne[3] % mask->ne[3] == 0, Op::SoftMax, {a, mask},
             "mask.ne2/ne3 must tile a.ne2/ne3");
   }
-  Tensor* t = make_node(ctx, Op::SoftMax, DType::F32, a->ne, {a, mask});
+  if (sinks != nullptr)
+    require(sinks->type == DType::F32 && sinks->n_dims() == 1 && sinks->ne[0] == a->ne[2] &&
+                sinks->rows_contiguous(),
+            Op::SoftMax, {a, mask, sinks}, "sinks must be contiguous f32 [a.ne2 = {}]", a->ne[2]);
+  Tensor* t = make_node(ctx, Op::SoftMax, DType::F32, a->ne, {a, mask, sinks});
   detail::store_params(*t, SoftMaxParams{scale, max_bias});
   return t;
 }
@@ -463,10 +502,10 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, Tensor* freq_factors, c
 }
 
 Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
-                       float max_bias, float softcap, bool online_softmax) {
+                       float max_bias, float softcap, bool online_softmax, Tensor* sinks) {
   constexpr Op op = Op::FlashAttnExt;
   require_not_null(op, {q, k, v});
-  const std::initializer_list<const Tensor*> all = {q, k, v, mask};
+  const std::initializer_list<const Tensor*> all = {q, k, v, mask, sinks};
   require(q->type == DType::F32, op, all, "q must be f32");
   require(k->type == v->type && (k->type == DType::F32 || k->type == DType::F16), op, all,
           "k and v must both be f32 or both f16");
@@ -488,7 +527,12 @@ Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* ma
     require(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0, op, all,
             "mask.ne2/ne3 must tile q.ne2/ne3");
   }
-  Tensor* t = make_node(ctx, op, DType::F32, {v->ne[0], q->ne[2], q->ne[1], q->ne[3]}, {q, k, v, mask});
+  if (sinks != nullptr)
+    require(sinks->type == DType::F32 && sinks->n_dims() == 1 && sinks->ne[0] == q->ne[2] &&
+                sinks->rows_contiguous(),
+            op, all, "sinks must be contiguous f32 [q.ne2 = {}]", q->ne[2]);
+  Tensor* t =
+      make_node(ctx, op, DType::F32, {v->ne[0], q->ne[2], q->ne[1], q->ne[3]}, {q, k, v, mask, sinks});
   detail::store_params(*t, FlashAttnParams{scale, max_bias, softcap, online_softmax});
   return t;
 }

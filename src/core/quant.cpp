@@ -264,6 +264,9 @@ void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept {
     case DType::IQ4_XS:
       ref::dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n);
       break;
+    case DType::MXFP4:
+      ref::dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n);
+      break;
     case DType::I32: {
       const auto* s = static_cast<const int32_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
@@ -322,6 +325,9 @@ void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
       break;
     case DType::IQ4_XS:
       ref::quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n);
+      break;
+    case DType::MXFP4:
+      ref::quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n);
       break;
     case DType::I32: {
       auto* d = static_cast<int32_t*>(dst);

@@ -53,6 +53,10 @@ void compute_node(const ComputeContext& ctx, Tensor& node) {
       return run_binary(ctx, node);
     case Op::Acc:
       return run_acc(ctx, node);
+    case Op::AddId:
+      return run_add_id(ctx, node);
+    case Op::Glu:
+      return run_glu(ctx, node);
     case Op::Unary:
     case Op::LeakyRelu:
     case Op::Scale:

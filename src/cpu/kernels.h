@@ -53,6 +53,8 @@ void run_repeat(const ComputeContext& ctx, Tensor& dst);    // REPEAT           
 void run_concat(const ComputeContext& ctx, Tensor& dst);    // CONCAT             (concat.cpp)
 void run_binary(const ComputeContext& ctx, Tensor& dst);    // ADD, MUL, DIV      (binary.cpp)
 void run_acc(const ComputeContext& ctx, Tensor& dst);       // ACC                (acc.cpp)
+void run_add_id(const ComputeContext& ctx, Tensor& dst);    // ADD_ID             (add_id.cpp)
+void run_glu(const ComputeContext& ctx, Tensor& dst);       // GLU                (glu.cpp)
 void run_unary(const ComputeContext& ctx, Tensor& dst);    // UNARY, LEAKY_RELU, SCALE, SQR, CLAMP (unary.cpp)
 void run_norm(const ComputeContext& ctx, Tensor& dst);     // NORM, RMS_NORM, GROUP_NORM (norm.cpp)
 void run_upscale(const ComputeContext& ctx, Tensor& dst);  // UPSCALE            (upscale.cpp)

@@ -157,10 +157,12 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
                                v_cache->nb[1] * static_cast<size_t>(h.n_embd_v_kv()), 0);
   Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tokens, n_head]
   Tensor* kqv = named(ops::flash_attn_ext(ctx, qp, keys, ops::transpose(ctx, values_t), b.kq_mask(p.window),
-                                          p.kq_scale, 0.0f, p.softcap, b.flash_attn),
+                                          p.kq_scale, 0.0f, p.softcap, b.flash_attn, l.attn_sinks),
                       "kqv", il);
   cur = ops::reshape(ctx, kqv, hd_v * h.n_head, n_tokens);
-  return named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
+  cur = named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
+  if (l.bo != nullptr) cur = named(ops::add(ctx, cur, l.bo), "attn_out_biased", il);
+  return cur;
 }
 
 Tensor* encoder_attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p) {
@@ -246,28 +248,43 @@ Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnAct
                il);
 }
 
-Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
+Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const MoeParams& p) {
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
   const Hparams& h = b.model.hparams();
   const int64_t n_embd = cur->ne[0], n_tokens = cur->ne[1], n_expert = h.n_expert, n_used = h.n_expert_used;
-  // Routing: the softmax over every expert's logit, the n_used largest, their probabilities.
-  Tensor* probs = named(ops::soft_max(ctx, ops::mul_mat(ctx, l.ffn_gate_inp, cur)), "ffn_moe_probs", il);
+  // Routing: the n_used largest of the router's logits (or of their softmax, the same experts).
+  Tensor* logits = ops::mul_mat(ctx, l.ffn_gate_inp, cur);
+  if (l.ffn_gate_inp_b != nullptr)
+    logits = named(ops::add(ctx, logits, l.ffn_gate_inp_b), "ffn_moe_logits", il);
+  Tensor* probs = p.softmax_of_selected ? logits : named(ops::soft_max(ctx, logits), "ffn_moe_probs", il);
   Tensor* order = ops::argsort(ctx, probs, SortOrder::Descending);
   Tensor* selected =
       named(ops::view(ctx, order, {n_used, n_tokens, 1, 1}, order->nb[1], order->nb[2], order->nb[3], 0),
             "ffn_moe_topk", il);
   Tensor* weights = ops::get_rows(ctx, ops::reshape(ctx, probs, 1, n_expert, n_tokens), selected);
-  // Renormalised to sum 1 (the sum clamped away from 0 as llama.cpp does: F16's smallest normal).
   weights = ops::reshape(ctx, weights, n_used, n_tokens);
-  Tensor* sum = ops::clamp(ctx, ops::sum_rows(ctx, weights), 6.103515625e-5f, INFINITY);
-  weights = named(ops::reshape(ctx, ops::div(ctx, weights, sum), 1, n_used, n_tokens), "ffn_moe_weights", il);
-  // The picked experts, each on every token that picked it.
+  if (p.softmax_of_selected) {
+    weights = ops::soft_max(ctx, weights);  // over the picked logits only
+  } else {
+    // Renormalised to sum 1 (the sum clamped away from 0 as llama.cpp does: F16's smallest normal).
+    Tensor* sum = ops::clamp(ctx, ops::sum_rows(ctx, weights), 6.103515625e-5f, INFINITY);
+    weights = ops::div(ctx, weights, sum);
+  }
+  weights = named(ops::reshape(ctx, weights, 1, n_used, n_tokens), "ffn_moe_weights", il);
+  // The picked experts, each on every token that picked it; each result plus the expert's bias row.
+  const auto expert_product = [&](Tensor* w, Tensor* bias, Tensor* in, const char* what) {
+    Tensor* y = ops::mul_mat_id(ctx, w, in, selected);
+    if (bias != nullptr) y = ops::add_id(ctx, y, bias, selected);
+    return named(y, what, il);
+  };
   Tensor* x = ops::reshape(ctx, cur, n_embd, 1, n_tokens);
-  Tensor* up = named(ops::mul_mat_id(ctx, l.ffn_up_exps, x, selected), "ffn_moe_up", il);
-  Tensor* gate = named(ops::mul_mat_id(ctx, l.ffn_gate_exps, x, selected), "ffn_moe_gate", il);
-  Tensor* act = named(ops::mul(ctx, ops::silu(ctx, gate), up), "ffn_moe_gate_up", il);
-  Tensor* experts = named(ops::mul_mat_id(ctx, l.ffn_down_exps, act, selected), "ffn_moe_down", il);
+  Tensor* up = expert_product(l.ffn_up_exps, l.ffn_up_exps_b, x, "ffn_moe_up");
+  Tensor* gate = expert_product(l.ffn_gate_exps, l.ffn_gate_exps_b, x, "ffn_moe_gate");
+  Tensor* act =
+      p.swiglu_oai ? ops::swiglu_oai(ctx, gate, up, 1.702f, 7.0f) : ops::mul(ctx, ops::silu(ctx, gate), up);
+  act = named(act, "ffn_moe_gate_up", il);
+  Tensor* experts = expert_product(l.ffn_down_exps, l.ffn_down_exps_b, act, "ffn_moe_down");
   experts = named(ops::mul(ctx, experts, weights), "ffn_moe_weighted", il);  // [n_embd, n_used, n_tokens]
   // The sum over the used experts, in slot order.
   const auto slot = [&](int64_t e) {

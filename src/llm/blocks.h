@@ -73,8 +73,10 @@ struct AttentionParams {
 // Self-attention of layer il over the normed input `cur` ([n_embd, n_tokens]): Q/K/V projections
 // (fused wqkv or separate, with the layer's biases when it has them), per-head Q/K RMS norms when
 // the layer has them, ROPE at the batch positions, K/V stored at the batch's cells, softmax over
-// the cache cells under the mask (K/V heads shared by groups of n_head / n_head_kv query heads),
-// output projection. The softmax attention is one FLASH_ATTN_EXT node, whatever the backend.
+// the cache cells under the mask (K/V heads shared by groups of n_head / n_head_kv query heads;
+// the layer's attention sinks, when it has them, join every softmax denominator), output
+// projection (plus its bias where the layer has one). The softmax attention is one FLASH_ATTN_EXT
+// node, whatever the backend.
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
 
 // Attention of an encoder (bert, nomic-bert): Q/K/V as in attention() (fused wqkv with its bias
@@ -87,12 +89,22 @@ enum class FfnActivation { Silu, Gelu };
 // down(act(gate cur) * up cur); with no ffn_gate, ffn_up's 2 * n_ff rows are gate then up.
 Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act);
 
-// The mixture-of-experts FFN of Mixtral and Qwen3-MoE (llama.cpp's build_moe_ffn with SILU and
-// softmax gating): probs = SOFT_MAX(ffn_gate_inp cur) over the n_expert experts; the n_expert_used
-// largest (ARGSORT descending, a VIEW of its first entries) pick the experts and their probs the
-// weights, renormalised to sum 1; each picked expert computes down(SILU(gate cur) * up cur)
-// (MUL_MAT_ID), scaled by its weight; the experts' outputs are summed.
-Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur);
+// How a mixture of experts routes and activates (llama.cpp's gating functions and FFN ops).
+struct MoeParams {
+  // false (Mixtral, Qwen3-MoE): the softmax over every router logit picks, and the picked
+  // probabilities renormalised to sum 1 weight. true (gpt-oss, SOFTMAX_WEIGHT): the largest logits
+  // pick, and the softmax over just those weights.
+  bool softmax_of_selected = false;
+  // false: SILU(gate) * up; true: gpt-oss's clamped SwiGLU (GLU SWIGLU_OAI, alpha 1.702, limit 7).
+  bool swiglu_oai = false;
+};
+
+// The mixture-of-experts FFN (llama.cpp's build_moe_ffn): logits = ffn_gate_inp cur (+
+// ffn_gate_inp_b); the n_expert_used largest (ARGSORT descending, a VIEW of its first entries) pick
+// the experts, weighted as p says; each picked expert computes down(act(gate cur, up cur))
+// (MUL_MAT_ID; each product plus its expert's bias row by ADD_ID where the layer has them), scaled
+// by its weight; the experts' outputs are summed.
+Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const MoeParams& p = {});
 
 // The encoder stack bert and nomic-bert share: x = token embeddings (+ token type 0's embedding,
 // + the learned position embeddings when the model has them), LayerNorm; per layer

@@ -37,6 +37,7 @@ enum Ftype : uint32_t {
   kIQ4_NL = 25,
   kIQ4_XS = 30,
   kBF16 = 32,
+  kMXFP4_MOE = 38,
 };
 
 constexpr uint32_t kQuantizationVersion = 2;  // ggml's GGML_QNT_VERSION
@@ -157,16 +158,19 @@ class TypeChooser {
  public:
   TypeChooser(const ModelFacts& m, const QuantizeOptions& o, uint32_t ftype) : m_(m), o_(o), ftype_(ftype) {}
 
-  DType choose(const std::string& name, int64_t ne0, DType type) {
+  DType choose(const std::string& name, int64_t ne0, int64_t ne2, DType type) {
     const uint32_t ft = ftype_;
     if (name == "output.weight" || (!m_.has_output && name == "token_embd.weight")) {
       if (o_.output_type) {
         type = *o_.output_type;
-      } else if (m_.falcon() || !fits(type, ne0)) {
+      } else if (ft == kMXFP4_MOE || m_.falcon() || !fits(type, ne0)) {
         type = DType::Q8_0;
       } else if (type != DType::Q8_0) {
         type = DType::Q6_K;
       }
+    } else if (ft == kMXFP4_MOE) {
+      // The experts (3-D) in MXFP4, every other matrix (token_embd too) in Q8_0.
+      type = ne2 > 1 ? DType::MXFP4 : DType::Q8_0;
     } else if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") {
       if (o_.token_embedding_type) type = *o_.token_embedding_type;
     } else if (contains(name, "attn_v.weight")) {
@@ -331,17 +335,29 @@ void convert_tensor(const gguf::TensorInfo& src, const std::byte* data, DType to
 
 const std::vector<FileType>& file_types() {
   static const std::vector<FileType> types = {
-      {"Q4_0", kQ4_0, DType::Q4_0},       {"Q4_1", kQ4_1, DType::Q4_1},
-      {"Q5_0", kQ5_0, DType::Q5_0},       {"Q5_1", kQ5_1, DType::Q5_1},
-      {"Q8_0", kQ8_0, DType::Q8_0},       {"Q2_K", kQ2_K, DType::Q2_K},
-      {"Q3_K_S", kQ3_K_S, DType::Q3_K},   {"Q3_K_M", kQ3_K_M, DType::Q3_K},
-      {"Q3_K", kQ3_K_M, DType::Q3_K},     {"Q3_K_L", kQ3_K_L, DType::Q3_K},
-      {"Q4_K_S", kQ4_K_S, DType::Q4_K},   {"Q4_K_M", kQ4_K_M, DType::Q4_K},
-      {"Q4_K", kQ4_K_M, DType::Q4_K},     {"Q5_K_S", kQ5_K_S, DType::Q5_K},
-      {"Q5_K_M", kQ5_K_M, DType::Q5_K},   {"Q5_K", kQ5_K_M, DType::Q5_K},
-      {"Q6_K", kQ6_K, DType::Q6_K},       {"IQ4_NL", kIQ4_NL, DType::IQ4_NL},
-      {"IQ4_XS", kIQ4_XS, DType::IQ4_XS}, {"F16", kF16, DType::F16},
-      {"BF16", kBF16, DType::BF16},       {"F32", kAllF32, DType::F32},
+      {"Q4_0", kQ4_0, DType::Q4_0},
+      {"Q4_1", kQ4_1, DType::Q4_1},
+      {"Q5_0", kQ5_0, DType::Q5_0},
+      {"Q5_1", kQ5_1, DType::Q5_1},
+      {"Q8_0", kQ8_0, DType::Q8_0},
+      {"Q2_K", kQ2_K, DType::Q2_K},
+      {"Q3_K_S", kQ3_K_S, DType::Q3_K},
+      {"Q3_K_M", kQ3_K_M, DType::Q3_K},
+      {"Q3_K", kQ3_K_M, DType::Q3_K},
+      {"Q3_K_L", kQ3_K_L, DType::Q3_K},
+      {"Q4_K_S", kQ4_K_S, DType::Q4_K},
+      {"Q4_K_M", kQ4_K_M, DType::Q4_K},
+      {"Q4_K", kQ4_K_M, DType::Q4_K},
+      {"Q5_K_S", kQ5_K_S, DType::Q5_K},
+      {"Q5_K_M", kQ5_K_M, DType::Q5_K},
+      {"Q5_K", kQ5_K_M, DType::Q5_K},
+      {"Q6_K", kQ6_K, DType::Q6_K},
+      {"IQ4_NL", kIQ4_NL, DType::IQ4_NL},
+      {"IQ4_XS", kIQ4_XS, DType::IQ4_XS},
+      {"F16", kF16, DType::F16},
+      {"BF16", kBF16, DType::BF16},
+      {"F32", kAllF32, DType::F32},
+      {"MXFP4_MOE", kMXFP4_MOE, DType::MXFP4},
   };
   return types;
 }
@@ -363,7 +379,7 @@ DType tensor_type(std::string_view name) {
   raise(ErrorCode::InvalidArgument,
         "unknown tensor type '{}' (one of: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k "
         "iq4_nl "
-        "iq4_xs)",
+        "iq4_xs mxfp4)",
         name);
 }
 
@@ -382,7 +398,7 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
     TensorPlan p{t->name, t->ne, t->type_id, t->type_id};
     if (is_quantizable(t->name, t->ne)) {
       DType to = ft.base;
-      if (!options.pure && is_quantized(ft.base)) to = chooser.choose(t->name, t->ne[0], to);
+      if (!options.pure && is_quantized(ft.base)) to = chooser.choose(t->name, t->ne[0], t->ne[2], to);
       check_fits(p, to, options.pure ? "--pure keeps every tensor in its type" : "the file type's choice");
       if (options.token_embedding_type && t->name == "token_embd.weight") {
         to = *options.token_embedding_type;

@@ -41,9 +41,9 @@ void WeightPlan::add_gated_ffn(int64_t il) {
   add_layer(il, l.ffn_down, "ffn_down", h_.n_ff, h_.n_embd);
 }
 
-void WeightPlan::add_moe_ffn(int64_t il, int64_t n_ff_exp) {
+void WeightPlan::add_moe_ffn(int64_t il, int64_t n_ff_exp, const char* norm, bool biases) {
   Layer& l = layer(il);
-  add_layer(il, l.ffn_norm, "ffn_norm", h_.n_embd);
+  add_layer(il, l.ffn_norm, norm, h_.n_embd);
   add_layer(il, l.ffn_gate_inp, "ffn_gate_inp", h_.n_embd, h_.n_expert);
   const auto experts = [&](Tensor*& slot, const char* what, int64_t ne0, int64_t ne1) {
     specs_.push_back(
@@ -52,6 +52,14 @@ void WeightPlan::add_moe_ffn(int64_t il, int64_t n_ff_exp) {
   experts(l.ffn_gate_exps, "ffn_gate_exps", h_.n_embd, n_ff_exp);
   experts(l.ffn_up_exps, "ffn_up_exps", h_.n_embd, n_ff_exp);
   experts(l.ffn_down_exps, "ffn_down_exps", n_ff_exp, h_.n_embd);
+  if (!biases) return;
+  add_layer_bias(il, l.ffn_gate_inp_b, "ffn_gate_inp", h_.n_expert);
+  const auto bias_rows = [&](Tensor*& slot, const char* what, int64_t ne0) {
+    add(slot, fmt::format("blk.{}.{}.bias", il, what), ne0, h_.n_expert, il);
+  };
+  bias_rows(l.ffn_gate_exps_b, "ffn_gate_exps", n_ff_exp);
+  bias_rows(l.ffn_up_exps_b, "ffn_up_exps", n_ff_exp);
+  bias_rows(l.ffn_down_exps_b, "ffn_down_exps", h_.n_embd);
 }
 
 void WeightPlan::add_post_norms(int64_t il) {

@@ -49,8 +49,10 @@ class WeightPlan {
   // attn_norm, attn_q/k/v, attn_output; ffn_norm, ffn_gate/up/down: the llama layer's weights.
   void add_attention(int64_t il);
   void add_gated_ffn(int64_t il);
-  // ffn_norm, the router ffn_gate_inp and the experts ffn_gate/up/down_exps, each n_ff_exp wide.
-  void add_moe_ffn(int64_t il, int64_t n_ff_exp);
+  // The FFN's input norm (blk.N.<norm>.weight into ffn_norm), the router ffn_gate_inp and the
+  // experts ffn_gate/up/down_exps, each n_ff_exp wide; with biases, the router's and the experts'
+  // biases too (gpt-oss).
+  void add_moe_ffn(int64_t il, int64_t n_ff_exp, const char* norm = "ffn_norm", bool biases = false);
   // post_attention_norm and post_ffw_norm (Gemma).
   void add_post_norms(int64_t il);
 

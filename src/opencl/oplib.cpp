@@ -58,6 +58,7 @@ bool decodes_blocks(DType type) noexcept {
     case DType::Q8_K:
     case DType::IQ4_NL:
     case DType::IQ4_XS:
+    case DType::MXFP4:
       return true;
     default:
       return false;

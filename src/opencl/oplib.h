@@ -23,7 +23,8 @@ const device::SplitLayout& weight_layout();
 // The quantized types the kernels decode (load_chunk in kernels/common.cl): all of them.
 bool decodes_blocks(DType type) noexcept;
 // The quantized types the kernels can write from f32 (CPY into them): Q4_0, Q8_0, Q4_1, Q5_0, Q5_1,
-// IQ4_NL (the 32-element types; the super-block types' quantizers search and stay on the CPU).
+// IQ4_NL (the 32-element types but MXFP4, whose exponent needs libm's log2f; the super-block types'
+// quantizers search and stay on the CPU).
 bool encodes_blocks(DType type) noexcept;
 
 // ---- families (one file each) ----

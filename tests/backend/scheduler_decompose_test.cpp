@@ -28,13 +28,15 @@ struct Case {
   bool v_transposed;  // V as the KV cache stores it: [n_kv, D] per head, seen transposed
   int mask;           // 0: none, 1: causal f32 (two rows more than the queries), 2: causal f16
   float scale, max_bias, softcap;
+  bool sinks = false;  // attention sinks (gpt-oss): SOFT_MAX's sinks source in the decomposition
 };
 
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  return fmt::format("d{}_kv{}_q{}_h{}_{}_b{}_{}{}_mask{}{}{}", c.d, c.n_kv, c.n_q, c.heads, c.kv_heads, c.batch,
-                     name(c.kv), c.v_transposed ? "_vT" : "", c.mask, c.max_bias > 0 ? "_alibi" : "",
-                     c.softcap > 0 ? "_softcap" : "");
+  return fmt::format("d{}_kv{}_q{}_h{}_{}_b{}_{}{}_mask{}{}{}", c.d, c.n_kv, c.n_q, c.heads, c.kv_heads,
+                     c.batch, name(c.kv), c.v_transposed ? "_vT" : "", c.mask, c.max_bias > 0 ? "_alibi" : "",
+                     c.softcap > 0 ? "_softcap" : "") +
+         (c.sinks ? "_sinks" : "");
 }
 
 std::vector<float> random_values(int64_t n, uint32_t seed) {
@@ -66,14 +68,15 @@ std::vector<float> mask_values(const Case& c) {
   std::vector<float> m(static_cast<size_t>(c.n_kv * rows), 0.0f);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < c.n_kv; ++j)
-      if (j > c.n_kv - c.n_q + i) m[static_cast<size_t>(i * c.n_kv + j)] = -std::numeric_limits<float>::infinity();
+      if (j > c.n_kv - c.n_q + i)
+        m[static_cast<size_t>(i * c.n_kv + j)] = -std::numeric_limits<float>::infinity();
   return m;
 }
 
 // The case's tensors in a context; K and V (and nothing else) placed in `kv_type`'s memory.
 struct Inputs {
   Context ctx{false};
-  Tensor *q, *k, *v_stored, *v, *mask = nullptr;
+  Tensor *q, *k, *v_stored, *v, *mask = nullptr, *sinks = nullptr;
   std::vector<std::unique_ptr<Buffer>> keep;
 
   Inputs(const Case& c, BufferType& kv_type) {
@@ -82,14 +85,17 @@ struct Inputs {
     v_stored = c.v_transposed ? ctx.new_tensor(c.kv, c.n_kv, c.d, c.kv_heads, c.batch)
                               : ctx.new_tensor(c.kv, c.d, c.n_kv, c.kv_heads, c.batch);
     if (c.mask != 0) mask = ctx.new_tensor(c.mask == 2 ? DType::F16 : DType::F32, c.n_kv, c.n_q + 2);
+    if (c.sinks) sinks = ctx.new_tensor(DType::F32, c.heads);
     place(kv_type, {k, v_stored});
     std::vector<Tensor*> host = {q};
     if (mask != nullptr) host.push_back(mask);
+    if (sinks != nullptr) host.push_back(sinks);
     place(host_buffer_type(), host);
     set_values(*q, random_values(q->nelements(), 1));
     set_values(*k, random_values(k->nelements(), 2));
     set_values(*v_stored, random_values(v_stored->nelements(), 3));
     if (mask != nullptr) set_values(*mask, mask_values(c));
+    if (sinks != nullptr) set_values(*sinks, random_values(c.heads, 4));
   }
   void place(BufferType& type, const std::vector<Tensor*>& tensors) {
     size_t total = 0;
@@ -103,7 +109,7 @@ struct Inputs {
   }
   Tensor* attention(const Case& c) {
     v = c.v_transposed ? ops::transpose(ctx, v_stored) : v_stored;
-    return ops::flash_attn_ext(ctx, q, k, v, mask, c.scale, c.max_bias, c.softcap);
+    return ops::flash_attn_ext(ctx, q, k, v, mask, c.scale, c.max_bias, c.softcap, false, sinks);
   }
 };
 
@@ -173,11 +179,15 @@ INSTANTIATE_TEST_SUITE_P(
         // soft-capping with a scale that is not 1: the tanh sees the scaled score
         Case{32, 96, 9, 4, 2, 1, DType::F16, true, 2, 0.3f, 0.0f, 5.0f},
         // 600 query rows over 2048 cells x 4 heads: groups of 128 rows (32 KiB of KQ per row)
-        Case{16, 2048, 600, 4, 1, 1, DType::F16, true, 1, kScale, 0.0f, 0.0f}),
+        Case{16, 2048, 600, 4, 1, 1, DType::F16, true, 1, kScale, 0.0f, 0.0f},
+        // attention sinks, the model's layout and a sliding mask's shape
+        Case{64, 100, 7, 4, 2, 1, DType::F16, true, 2, kScale, 0.0f, 0.0f, true},
+        Case{32, 64, 5, 8, 2, 1, DType::F32, false, 0, kScale, 0.0f, 0.0f, true}),
     case_name);
 
 // The same on OpenCL0, which has no FLASH_ATTN_EXT kernel: its MUL_MAT, SCALE, TANH, SOFT_MAX and
-// CPY kernels give the fused op's results within SOFT_MAX's conformance bound.
+// CPY kernels give the fused op's results within SOFT_MAX's conformance bound. Its SOFT_MAX has no
+// sinks: with them the node stays whole on the CPU, with the same results.
 TEST_P(DecomposedFlashAttn, RunsOnOpenCL0) {
   TESSERA_REQUIRE_OPENCL_DEVICE("OpenCL0");
   const Case& c = GetParam();
@@ -198,9 +208,13 @@ TEST_P(DecomposedFlashAttn, RunsOnOpenCL0) {
   Tensor* out = in.attention(c);
   Graph g({out});
   sched.compute(g);
-  EXPECT_EQ(sched.backend_of(out), device_backend.get());
-  EXPECT_TRUE(sched.fallbacks().empty()) << sched.report();
-  EXPECT_NE(sched.report().find("1 decomposed"), std::string::npos) << sched.report();
+  if (c.sinks) {
+    EXPECT_EQ(sched.backend_of(out), &cpu_backend) << sched.report();
+  } else {
+    EXPECT_EQ(sched.backend_of(out), device_backend.get());
+    EXPECT_TRUE(sched.fallbacks().empty()) << sched.report();
+    EXPECT_NE(sched.report().find("1 decomposed"), std::string::npos) << sched.report();
+  }
   EXPECT_LT(nmse(read(sched.result(*out)), want), 1e-6) << sched.report();
 }
 

@@ -14,6 +14,7 @@ TEST(DType, TraitsMatchGgml) {
   EXPECT_EQ(traits(DType::Q8_K).block_bytes, 292u);
   EXPECT_EQ(dtype_from_name("iq4_xs"), DType::IQ4_XS);
   EXPECT_FALSE(dtype_from_gguf(16).has_value());  // IQ2_XXS: ggml has it, Tessera does not
-  EXPECT_FALSE(dtype_from_gguf(39).has_value());  // MXFP4
+  EXPECT_EQ(dtype_from_gguf(39), DType::MXFP4);
+  EXPECT_EQ(traits(DType::MXFP4).block_bytes, 17u);
   EXPECT_EQ(row_bytes(DType::Q4_0, 64), 36u);
 }

@@ -149,6 +149,18 @@ TEST(OpParams, PackedWithTheDocumentedLayout) {
   EXPECT_EQ(raw_f(*s, 1), 4.0f);
 
   EXPECT_EQ(ops::upscale(ctx, x, 128, 8, 3, 1, 1 | (1 << 8))->params[0], 1 | (1 << 8));
+
+  // GLU as ggml_glu_impl and ggml_swiglu_oai pack it: op (GGML_GLU_OP_SWIGLU_OAI = 3), swapped, alpha, limit.
+  const Tensor* glu = ops::glu(ctx, x, nullptr, GluParams{GluOp::SwigluOai, true, 1.702f, 7.0f});
+  EXPECT_EQ(glu->params[0], 3);
+  EXPECT_EQ(glu->params[1], 1);
+  EXPECT_EQ(raw_f(*glu, 2), 1.702f);
+  EXPECT_EQ(raw_f(*glu, 3), 7.0f);
+  const GluParams gp = glu_params(*ops::swiglu_oai(ctx, x, x, 1.5f, 3.0f));
+  EXPECT_EQ(gp.op, GluOp::SwigluOai);
+  EXPECT_FALSE(gp.swapped);
+  EXPECT_EQ(gp.alpha, 1.5f);
+  EXPECT_EQ(gp.limit, 3.0f);
 }
 
 TEST(OpParams, ReadingAnotherOpsParamsIsAnError) {

@@ -430,6 +430,9 @@ TEST(QuantRows, TypeDispatchMatchesScalar) {
       case DType::IQ4_XS:
         ref::quantize_row_iq4_xs(x.data(), reinterpret_cast<BlockIQ4_XS*>(r.data()), n);
         break;
+      case DType::MXFP4:
+        ref::quantize_row_mxfp4(x.data(), reinterpret_cast<BlockMXFP4*>(r.data()), n);
+        break;
       default:
         FAIL() << "no reference quantizer for " << name(t);
     }

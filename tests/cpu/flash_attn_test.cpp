@@ -183,7 +183,8 @@ TEST(CpuFlashAttn, MatchesComposedMulMatSoftMaxMulMat) {
         for (int64_t i2 = 0; i2 < sh.n_q; ++i2)
           for (int64_t i1 = 0; i1 < sh.heads; ++i1)
             for (int64_t i0 = 0; i0 < sh.d; ++i0)
-              worst = std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
+              worst =
+                  std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
         EXPECT_LT(worst, 2e-6) << kernels_name(ks) << (online ? " online softmax" : "");
       }
     }
@@ -199,8 +200,8 @@ TEST(CpuFlashAttn, OverTheCacheLayoutTheFastKernelHasTheComposedOpsBits) {
     int64_t n_kv, n_q;
     float scale, softcap;
   };
-  for (const Shape& sh : {Shape{2048, 200, 0.125f, 0.0f}, Shape{96, 1, 0.125f, 0.0f}, Shape{96, 7, 1.0f, 30.0f},
-                          Shape{96, 7, 0.3f, 5.0f}}) {
+  for (const Shape& sh : {Shape{2048, 200, 0.125f, 0.0f}, Shape{96, 1, 0.125f, 0.0f},
+                          Shape{96, 7, 1.0f, 30.0f}, Shape{96, 7, 0.3f, 5.0f}}) {
     SCOPED_TRACE(testing::Message() << "n_kv=" << sh.n_kv << " n_q=" << sh.n_q << " softcap=" << sh.softcap);
     constexpr int64_t d = 16, heads = 8, kv_heads = 2;
     Context ctx(true);
@@ -226,7 +227,8 @@ TEST(CpuFlashAttn, OverTheCacheLayoutTheFastKernelHasTheComposedOpsBits) {
     kq = ops::soft_max(ctx, kq, mask, sm_scale);
     Tensor* composed = ops::cont(ctx, ops::permute(ctx, ops::mul_mat(ctx, vt, kq), 0, 2, 1, 3));
     compute(composed, 2, cpu::KernelSet::Fast);
-    Tensor* fused = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, sh.scale, 0.0f, sh.softcap);
+    Tensor* fused =
+        ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, sh.scale, 0.0f, sh.softcap);
     for (int threads : {1, 3}) {
       compute(fused, threads, cpu::KernelSet::Fast);
       ASSERT_EQ(test::values(*fused), test::values(*composed)) << threads << " threads";
@@ -264,6 +266,75 @@ TEST(CpuFlashAttn, RowsDoNotDependOnTheBatchOrThreads) {
       }
     }
   }
+}
+
+// Attention sinks (gpt-oss): one logit per head joins the denominator and attends to nothing. Two
+// heads on one K/V head, scores [0, ln 3] (exp 1 and 3), v0 = [4, 8], v1 = [8, 0]. Head 0's sink
+// ln 4 makes the denominator 8: [0.5 + 3, 1 + 0] = [3.5, 1]. Head 1's sink 10 lies above every
+// score (the online softmax rescales what it gathered): [28, 8] / (4 + e^10). Query row 1 sees no
+// cell: zeros, whatever the sink. Every strategy: the reference, the online softmax over V rows,
+// the composed ops over the cache's transposed V, and the online softmax there.
+TEST(CpuFlashAttn, SinksJoinTheDenominator) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const cpu::KernelSet ks = variant == 0 ? cpu::KernelSet::Reference : cpu::KernelSet::Fast;
+    const bool transposed = variant >= 2, online = variant == 3;
+    SCOPED_TRACE(variant);
+    for (DType kv : {DType::F32, DType::F16}) {
+      Context ctx(true);
+      Tensor* q = ctx.new_tensor(DType::F32, 2, 2, 2);  // [d, queries, heads]
+      fill(q, {1, 0, 1, 0, 1, 0, 1, 0});
+      Tensor* k = ctx.new_tensor(kv, 2, 2, 1);
+      fill(k, {0, 5, 1, -5});
+      Tensor* v = transposed ? ops::transpose(ctx, ctx.new_tensor(kv, 2, 2, 1)) : ctx.new_tensor(kv, 2, 2, 1);
+      fill(v->view_src != nullptr ? v->view_src : v,
+           {4, 8, 8, 0});  // channel rows of V^T are the same numbers
+      Tensor* mask = ctx.new_tensor(DType::F16, 2, 2);
+      fill(mask, {0, 0, -kInf, -kInf});
+      Tensor* sinks = ctx.new_tensor(DType::F32, 2);
+      fill(sinks, {std::log(4.0f), 10.0f});
+      Tensor* out = ops::flash_attn_ext(ctx, q, k, v, mask, std::log(3.0f), 0.0f, 0.0f, online, sinks);
+      compute(out, 2, ks);
+      const double big = 4 + std::exp(10.0);
+      EXPECT_NEAR(get(*out, 0, 0, 0), 3.5, 2e-6) << name(kv);
+      EXPECT_NEAR(get(*out, 1, 0, 0), 1.0, 2e-6) << name(kv);
+      EXPECT_NEAR(get(*out, 0, 1, 0), 28 / big, 1e-9) << name(kv);
+      EXPECT_NEAR(get(*out, 1, 1, 0), 8 / big, 1e-9) << name(kv);
+      for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < 2; ++c) EXPECT_EQ(get(*out, c, h, 1), 0.0f) << name(kv) << " " << h;
+      test::expect_op_error(
+          [&] {
+            ops::flash_attn_ext(ctx, q, k, v, mask, 1.0f, 0.0f, 0.0f, false, ctx.new_tensor(DType::F32, 3));
+          },
+          "FLASH_ATTN_EXT");
+    }
+  }
+}
+
+// The fused op with sinks has the bits of the composed ops with SOFT_MAX's sinks (the scheduler's
+// decomposition and the CPU's composed strategy both make that graph).
+TEST(CpuFlashAttn, SinksOverTheCacheLayoutHaveTheComposedOpsBits) {
+  constexpr int64_t d = 16, heads = 4, kv_heads = 2, n_kv = 70, n_q = 5;
+  Context ctx(true);
+  Tensor* q3 = ctx.new_tensor(DType::F32, d, heads, n_q);
+  test::fill_random(q3, 40, -2.0f, 2.0f);
+  Tensor* k = ctx.new_tensor(DType::F16, d, n_kv, kv_heads);
+  test::fill_random(k, 41, -2.0f, 2.0f);
+  Tensor* vt = ctx.new_tensor(DType::F16, n_kv, d, kv_heads);
+  test::fill_random(vt, 42);
+  Tensor* sinks = ctx.new_tensor(DType::F32, heads);
+  fill(sinks, {-1.0f, 0.5f, 3.0f, 8.0f});
+  Tensor* qp = ops::permute(ctx, q3, 0, 2, 1, 3);
+  Tensor* kq = ops::soft_max(ctx, ops::mul_mat(ctx, k, qp), nullptr, 0.25f, 0.0f, sinks);
+  Tensor* composed = ops::cont(ctx, ops::permute(ctx, ops::mul_mat(ctx, vt, kq), 0, 2, 1, 3));
+  compute(composed, 2, cpu::KernelSet::Fast);
+  Tensor* fused =
+      ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), nullptr, 0.25f, 0.0f, 0.0f, false, sinks);
+  compute(fused, 3, cpu::KernelSet::Fast);
+  EXPECT_EQ(test::values(*fused), test::values(*composed));
+  // The reference agrees to float rounding.
+  compute(fused, 1, cpu::KernelSet::Reference);
+  const std::vector<float> ref = test::values(*fused), fast = test::values(*composed);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(ref[i], fast[i], 1e-4 * (1 + std::abs(ref[i]))) << i;
 }
 
 TEST(CpuFlashAttn, BuilderRejectsBadOperands) {

@@ -611,11 +611,11 @@ TEST(CpuMulMat, MatVecKernelsMatchTheTilesBitForBit) {
   const cpu::mm::KernelTable* simd = cpu::mm::avx2_kernels();
   if (simd == nullptr) return;  // no AVX2: the scalar table has no matrix-vector kernels
   const std::pair<cpu::mm::WeightKind, DType> kinds[] = {
-      {cpu::mm::WeightKind::F32, DType::F32},      {cpu::mm::WeightKind::F16, DType::F16},
-      {cpu::mm::WeightKind::BF16, DType::BF16},    {cpu::mm::WeightKind::Q4_0, DType::Q4_0},
-      {cpu::mm::WeightKind::Q8_0, DType::Q8_0},    {cpu::mm::WeightKind::Q4_1, DType::Q4_1},
-      {cpu::mm::WeightKind::Q5_0, DType::Q5_0},    {cpu::mm::WeightKind::Q5_1, DType::Q5_1},
-      {cpu::mm::WeightKind::IQ4_NL, DType::IQ4_NL}};
+      {cpu::mm::WeightKind::F32, DType::F32},       {cpu::mm::WeightKind::F16, DType::F16},
+      {cpu::mm::WeightKind::BF16, DType::BF16},     {cpu::mm::WeightKind::Q4_0, DType::Q4_0},
+      {cpu::mm::WeightKind::Q8_0, DType::Q8_0},     {cpu::mm::WeightKind::Q4_1, DType::Q4_1},
+      {cpu::mm::WeightKind::Q5_0, DType::Q5_0},     {cpu::mm::WeightKind::Q5_1, DType::Q5_1},
+      {cpu::mm::WeightKind::IQ4_NL, DType::IQ4_NL}, {cpu::mm::WeightKind::MXFP4, DType::MXFP4}};
   constexpr int kRows = cpu::mm::kMatVecRows;
   for (const auto& [kind, type] : kinds) {
     const bool quant = is_quantized(type);

@@ -264,5 +264,39 @@ TEST(CpuSoftMax, BuildersRejectBadInput) {
   test::expect_op_error([&] { ops::diag_mask_inf(ctx, a, -1); }, "DIAG_MASK_INF");
 }
 
+TEST(CpuSoftMax, SinksJoinTheDenominator) {
+  // Rows [0, ln2, 0] (exp [1, 2, 1]) in two heads. Head 0's sink 0 adds e^0 = 1: [0.2, 0.4, 0.2].
+  // Head 1's sink ln 4 adds 4: [0.125, 0.25, 0.125]. A masked row of head 1 keeps only the sink's
+  // share out of the row: its cells get 0 (the denominator is the sink's alone).
+  for (cpu::KernelSet ks : {cpu::KernelSet::Reference, cpu::KernelSet::Fast}) {
+    Context ctx(true);
+    Tensor* a = ctx.new_tensor(DType::F32, 3, 2, 2);
+    const float l2 = 0.69314718f;
+    fill(a, {0, l2, 0, 0, l2, 0, 0, l2, 0, 0, l2, 0});
+    Tensor* mask = ctx.new_tensor(DType::F32, 3, 2);
+    fill(mask, {0, 0, 0, -kInf, -kInf, -kInf});  // row 1 fully masked
+    Tensor* sinks = ctx.new_tensor(DType::F32, 2);
+    fill(sinks, {0.0f, 1.38629436f});
+    Tensor* out = ops::soft_max(ctx, a, mask, 1.0f, 0.0f, sinks);
+    compute(out, 2, ks);
+    const std::vector<double> want = {0.2, 0.4, 0.2, 0, 0, 0, 0.125, 0.25, 0.125, 0, 0, 0};
+    expect_near_all(*out, want, 2e-7);
+    // A sink far above the row takes almost all: e^-20 of the rest.
+    fill(sinks, {20.0f, 20.0f});
+    compute(out, 1, ks);
+    EXPECT_NEAR(get(*out, 1, 0, 0), 2 * std::exp(-20.0), 1e-12);
+  }
+}
+
+TEST(CpuSoftMax, SinksMustBeOnePerHead) {
+  Context ctx(true);
+  Tensor* a = ctx.new_tensor(DType::F32, 4, 2, 3);
+  test::expect_op_error([&] { ops::soft_max(ctx, a, nullptr, 1.0f, 0.0f, ctx.new_tensor(DType::F32, 2)); },
+                        "SOFT_MAX");
+  test::expect_op_error([&] { ops::soft_max(ctx, a, nullptr, 1.0f, 0.0f, ctx.new_tensor(DType::F16, 3)); },
+                        "SOFT_MAX");
+  EXPECT_NO_THROW(ops::soft_max(ctx, a, nullptr, 1.0f, 0.0f, ctx.new_tensor(DType::F32, 3)));
+}
+
 }  // namespace
 }  // namespace tessera

@@ -105,6 +105,11 @@ const Oracle kQuantOracles[] = {
 // Q4_K/Q6_K), Mixtral (llama with experts).
 const Oracle kMoeOracles[] = {
     {"tiny-qwen3moe-f32", 2e-6}, {"tiny-mixtral-f32", 2e-6}, {"tiny-qwen3moe-q4_k_m", 5e-4}};
+// gpt-oss (attention sinks, alternating sliding window, YaRN, biased experts with the clamped
+// SwiGLU) in F32 and llama-quantize's MXFP4_MOE mix (MXFP4 experts, Q8_0 elsewhere). On OpenCL0
+// the nodes it has no kernel for (MUL_MAT_ID, ADD_ID, GLU, attention with sinks)
+// fall back to the CPU.
+const Oracle kGptOssOracles[] = {{"tiny-gptoss-f32", 2e-6}, {"tiny-gptoss-mxfp4", 5e-4}};
 
 // One oracle on one device ("CPU", or a device from the Registry with every layer on it).
 struct OracleRun {
@@ -126,6 +131,8 @@ std::vector<OracleRun> runs() {
   on("CPU", kQuantOracles, /*flash_attn=*/true);
   on("CPU", kMoeOracles, false, /*moe=*/true);
   on("CPU", kMoeOracles, /*flash_attn=*/true, /*moe=*/true);
+  on("CPU", kGptOssOracles, false, /*moe=*/true);
+  on("CPU", kGptOssOracles, /*flash_attn=*/true, /*moe=*/true);
   // The host runtime (ctest sets TESSERA_HOST_DEVICES=2): its executables fuse RMS_NORM + MUL.
   on("Host0", kFloatOracles);
   // Layers split across two devices (--split-mode layer): each takes half, activations cross.
@@ -137,6 +144,7 @@ std::vector<OracleRun> runs() {
   on("OpenCL0", kMoeOracles, false, /*moe=*/true);
   on("OpenCL0,OpenCL1", kFloatOracles);
   on("OpenCL0,OpenCL1", kQuantOracles);
+  on("OpenCL0", kGptOssOracles, false, /*moe=*/true);
 #endif
   return out;
 }

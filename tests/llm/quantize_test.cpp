@@ -130,6 +130,23 @@ TEST(Quantize, SameBytesAsLlamaQuantize) {
   }
 }
 
+TEST(Quantize, Mxfp4MoeIsLlamaQuantizesFtype38) {
+  // peer-bench quantize tiny-gptoss-f32.gguf OUT 38 (llama-quantize's MXFP4_MOE) wrote
+  // tiny-gptoss-mxfp4.gguf: the 3-D expert tensors in MXFP4, every other matrix (token_embd and
+  // output too) in Q8_0, the router and biases as they were. Ours must be the same bytes.
+  EXPECT_EQ(llm::file_type("mxfp4_moe").ftype, 38u);
+  EXPECT_EQ(llm::tensor_type("MXFP4"), DType::MXFP4);
+  const auto out = temp_path("ours-gptoss-mxfp4.gguf");
+  llm::quantize_model(kOracle + "tiny-gptoss-f32.gguf", out.string(), options("MXFP4_MOE"));
+  const auto ours = read_all(out);
+  const auto theirs = read_all(kOracle + "tiny-gptoss-mxfp4.gguf");
+  EXPECT_EQ(ours.size(), theirs.size());
+  EXPECT_TRUE(ours == theirs) << "first difference at byte "
+                              << std::mismatch(ours.begin(), ours.end(), theirs.begin(), theirs.end()).first -
+                                     ours.begin();
+  std::filesystem::remove(out);
+}
+
 TEST(Quantize, Q4_K_MChoosesLlamaQuantizesTypes) {
   // The plan alone against the oracle file's types (names the tensor that differs).
   for (const char* mix : {"q4_k_m", "q5_k_m"}) {

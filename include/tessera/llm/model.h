@@ -98,6 +98,15 @@ struct Layer {
   Tensor* ffn_gate_exps = nullptr;
   Tensor* ffn_up_exps = nullptr;
   Tensor* ffn_down_exps = nullptr;
+  // gpt-oss: the router's bias [n_expert] and the experts' biases, one row per expert ([n_ff_exp,
+  // n_expert] gate and up, [n_embd, n_expert] down).
+  Tensor* ffn_gate_inp_b = nullptr;
+  Tensor* ffn_gate_exps_b = nullptr;
+  Tensor* ffn_up_exps_b = nullptr;
+  Tensor* ffn_down_exps_b = nullptr;
+  // Attention sinks (gpt-oss): one learned logit per query head [n_head] that joins every softmax
+  // denominator and attends to nothing.
+  Tensor* attn_sinks = nullptr;
   // Encoders (bert, nomic-bert): biases, and LayerNorms after each residual.
   Tensor* bqkv = nullptr;  // fused wqkv's bias
   Tensor* bo = nullptr;    // attn_output's bias

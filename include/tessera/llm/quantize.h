@@ -22,7 +22,8 @@ struct FileType {
   DType base;
 };
 // Every file type the quantizer writes: the plain types q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k
-// q6_k iq4_nl iq4_xs f16 bf16 f32 and llama.cpp's mixes Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K.
+// q6_k iq4_nl iq4_xs f16 bf16 f32 and llama.cpp's mixes Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K,
+// MXFP4_MOE (ftype 38: 3-D expert tensors in MXFP4, every other matrix in Q8_0).
 // As in llama-quantize, q3_k, q4_k and q5_k are the _M mixes and q2_k, q6_k the mixes of that name.
 const std::vector<FileType>& file_types();
 // Case-insensitive lookup; Error(InvalidArgument) naming the accepted names for anything else.

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/op_params_store.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
 #include "cpu/vec_math.h"
-#include "core/op_params_store.h"
 #include "tessera/convert.h"
 #include "tessera/op_constants.h"
 
@@ -35,6 +35,7 @@ struct Shapes {
   const Tensor& k;
   const Tensor& v;
   const Tensor* mask;
+  const float* sinks;  // one logit per query head, or nullptr
   int64_t d, d_v, n_kv, n_q, n_head, n_batch;
   int64_t heads_per_kv, batches_per_kv;  // query heads (batches) per K/V head (batch)
   float score_scale;                     // scale, or scale / softcap when soft-capping
@@ -60,11 +61,16 @@ Shapes shapes_of(const Tensor& dst) {
                           mask->ne[1] < q.ne[1] || q.ne[2] % mask->ne[2] != 0 || q.ne[3] % mask->ne[3] != 0))
     raise(ErrorCode::InvalidArgument, "FLASH_ATTN_EXT: mask {} does not fit q {}, k {}", mask->describe(),
           q.describe(), k.describe());
+  const Tensor* sinks = dst.src[4];
+  if (sinks != nullptr && (sinks->type != DType::F32 || sinks->ne[0] != q.ne[2] || !sinks->rows_contiguous()))
+    raise(ErrorCode::InvalidArgument, "FLASH_ATTN_EXT: sinks {} do not fit q {}", sinks->describe(),
+          q.describe());
   const FlashAttnParams p = flash_attn_params(dst);
   return Shapes{q,
                 k,
                 v,
                 mask,
+                sinks != nullptr ? static_cast<const float*>(sinks->data) : nullptr,
                 q.ne[0],
                 v.ne[0],
                 k.ne[1],
@@ -110,11 +116,14 @@ void reference(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
         max = std::max(max, static_cast<double>(x));
       }
       float* y = reinterpret_cast<float*>(dst.at(0, iq2, iq1, iq3));
+      // The head's sink joins the denominator (and the max) and adds nothing to the sum of V.
+      const double sink = s.sinks != nullptr ? s.sinks[iq2] : -INFINITY;
+      max = std::max(max, sink);
       if (max == -INFINITY) {  // every cell masked: zeros, as SOFT_MAX defines such a row
         std::fill(y, y + s.d_v, 0.0f);
         continue;
       }
-      double sum = 0.0;
+      double sum = s.sinks != nullptr ? std::exp(sink - max) : 0.0;
       for (double& x : w) sum += (x = std::exp(x - max));
       std::fill(out.begin(), out.end(), 0.0);
       for (int64_t j = 0; j < s.n_kv; ++j) {
@@ -258,7 +267,20 @@ void attend(const Shapes& s, const vec::MathKernels& mk, VLayout layout, int64_t
   }
   for (size_t i = 0; i < nq; ++i) {
     float* y = reinterpret_cast<float*>(dst.at(0, st[i].iq2, st[i].iq1, iq3));
-    const float* a = acc + i * d_v;
+    float* a = acc + i * d_v;
+    if (s.sinks != nullptr) {
+      // The head's sink as one more cell with no value: above the running max it rescales what
+      // was gathered (to nothing if no cell was seen), else it adds exp(sink - max) to the sum.
+      const float sink = s.sinks[st[i].iq2];
+      if (sink > st[i].max) {
+        const float rescale = st[i].max == kNegInf ? 0.0f : std::exp(st[i].max - sink);
+        for (size_t c = 0; c < d_v; ++c) a[c] *= rescale;
+        st[i].sum = st[i].sum * rescale + 1.0;
+        st[i].max = sink;
+      } else {
+        st[i].sum += std::exp(sink - st[i].max);
+      }
+    }
     if (st[i].sum == 0.0) {
       std::fill(y, y + s.d_v, 0.0f);
       continue;
@@ -338,8 +360,8 @@ class Descriptors {
   }
   // `of`'s elements with other dims and strides, `offset` bytes in (what VIEW, PERMUTE and
   // TRANSPOSE make; kernels read only data and strides).
-  Tensor& view(const Tensor& of, const std::array<int64_t, kMaxDims>& ne, const std::array<size_t, kMaxDims>& nb,
-               size_t offset) {
+  Tensor& view(const Tensor& of, const std::array<int64_t, kMaxDims>& ne,
+               const std::array<size_t, kMaxDims>& nb, size_t offset) {
     Tensor& t = next();
     t.op = Op::View;
     t.type = of.type;
@@ -391,8 +413,10 @@ void composed(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
     const int64_t rows = std::min(group, s.n_q - t0);
     Descriptors d;
     // V^T: [n_kv, D_v] rows per K/V head, the cache's own layout.
-    const Tensor& v_t = d.view(s.v, {s.n_kv, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]}, 0);
-    const Tensor& q_part = d.view(q, {s.d, rows, s.n_head, s.n_batch}, q.nb, static_cast<size_t>(t0) * q.nb[1]);
+    const Tensor& v_t =
+        d.view(s.v, {s.n_kv, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]}, 0);
+    const Tensor& q_part =
+        d.view(q, {s.d, rows, s.n_head, s.n_batch}, q.nb, static_cast<size_t>(t0) * q.nb[1]);
     Tensor* kq = &d.node(Op::MulMat, {s.n_kv, rows, s.n_head, s.n_batch}, {&s.k, &q_part}, kq_memory);
     run(*kq);
     float softmax_scale = p.scale;
@@ -410,7 +434,7 @@ void composed(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
     if (mask != nullptr && t0 > 0)
       mask_part = &d.view(*mask, {s.n_kv, rows, mask->ne[2], mask->ne[3]}, mask->nb,
                           static_cast<size_t>(t0) * mask->nb[1]);
-    Tensor& probs = d.node(Op::SoftMax, kq->ne, {kq, mask_part}, kq_memory);
+    Tensor& probs = d.node(Op::SoftMax, kq->ne, {kq, mask_part, dst.src[4]}, kq_memory);
     detail::store_params(probs, SoftMaxParams{softmax_scale, p.max_bias});
     run(probs);
     const Tensor& kqv = d.node(Op::MulMat, {s.d_v, rows, s.n_head, s.n_batch}, {&v_t, &probs}, kqv_memory);
@@ -418,7 +442,8 @@ void composed(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
     // The merged heads: kqv permuted to [D_v, H, rows, B], copied into the group's rows of dst.
     const Tensor& merged =
         d.view(kqv, {s.d_v, s.n_head, rows, s.n_batch}, {kqv.nb[0], kqv.nb[2], kqv.nb[1], kqv.nb[3]}, 0);
-    Tensor& out = d.view(dst, {s.d_v, s.n_head, rows, s.n_batch}, dst.nb, static_cast<size_t>(t0) * dst.nb[2]);
+    Tensor& out =
+        d.view(dst, {s.d_v, s.n_head, rows, s.n_batch}, dst.nb, static_cast<size_t>(t0) * dst.nb[2]);
     out.op = Op::Cpy;
     out.src[0] = const_cast<Tensor*>(&merged);
     run(out);

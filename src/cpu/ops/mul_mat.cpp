@@ -168,6 +168,8 @@ mm::WeightKind kind_of(DType type) {
       return mm::WeightKind::Q5_1;
     case DType::IQ4_NL:
       return mm::WeightKind::IQ4_NL;
+    case DType::MXFP4:
+      return mm::WeightKind::MXFP4;
     case DType::Q2_K:
       return mm::WeightKind::Q2_K;
     case DType::Q3_K:

@@ -96,7 +96,8 @@ constexpr Offset kOffset = std::is_same_v<Block, BlockQ4_0>   ? Offset::Minus8
                                ? Offset::PlusMin
                                : Offset::None;
 template <class Block>
-constexpr bool kSigned = std::is_same_v<Block, BlockQ8_0> || std::is_same_v<Block, BlockIQ4_NL>;
+constexpr bool kSigned = std::is_same_v<Block, BlockQ8_0> || std::is_same_v<Block, BlockIQ4_NL> ||
+                         std::is_same_v<Block, BlockMXFP4>;
 
 // The 32 nibbles of a block in element order (low nibbles, then high ones): the 16 bytes loaded
 // into both halves, the upper half shifted by 4 (a broadcast load and one shift, no lane insert).
@@ -125,6 +126,10 @@ TESSERA_AVX2 inline __m256i block_quants(const Block& blk, __m256i low4) {
   } else if constexpr (std::is_same_v<Block, BlockIQ4_NL>) {
     const __m256i grid =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+    return _mm256_shuffle_epi8(grid, nibbles(blk.qs, low4));
+  } else if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+    const __m256i grid =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
     return _mm256_shuffle_epi8(grid, nibbles(blk.qs, low4));
   } else if constexpr (std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>) {
     return _mm256_or_si256(nibbles(blk.qs, low4), fifth_bits(blk.qh));
@@ -178,6 +183,19 @@ TESSERA_AVX2 inline __m256 block_halves(const Block* row, int64_t j, int count) 
   return _mm256_cvtph_ps(h);
 }
 
+// The scales of blocks [j, j + count) (lanes past count are 0): the fp16 d of most types, MXFP4's
+// halved E8M0 exponents (2^(e - 128) as f32 bits: e - 1 in the exponent field, denormals for e < 2).
+template <class Block>
+TESSERA_AVX2 inline __m256 block_scales(const Block* row, int64_t j, int count) {
+  if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+    alignas(32) float part[8] = {};
+    for (int i = 0; i < count; ++i) part[i] = e8m0_half(row[j + i].e);
+    return _mm256_load_ps(part);
+  } else {
+    return block_halves(row, j, count);
+  }
+}
+
 // f32 values [j, j + count) (lanes past count are 0).
 TESSERA_AVX2 inline __m256 load_part(const float* p, int count, __m256i lanes) {
   return count == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
@@ -211,7 +229,7 @@ TESSERA_AVX2 void tile_quant(const TileArgs& t) {
       // per-tile streams are too short for the hardware prefetcher (m250 Q4_0 tg 46 -> 70 tok/s).
       const char* ahead = reinterpret_cast<const char*>(arow[m] + g) + 4 * RM * t.a_stride;
       for (size_t off = 0; off < 8 * sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-      const __m256 da = block_halves(arow[m], g, count);
+      const __m256 da = block_scales(arow[m], g, count);
       __m256 ma = _mm256_setzero_ps();
       if constexpr (kOff == Offset::PlusMin) ma = block_halves<Block, true>(arow[m], g, count);
 #pragma GCC unroll 4
@@ -307,7 +325,7 @@ TESSERA_AVX2 void matvec_quant(const TileArgs& t) {
     for (int m = 0; m < RM; ++m) {
       const char* next = reinterpret_cast<const char*>(arow[m] + g) + ahead;
       for (size_t b = 0; b < 8 * sizeof(Block); b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-      const __m256 da = block_halves(arow[m], g, count);
+      const __m256 da = block_scales(arow[m], g, count);
       _mm256_store_ps(scale[m], _mm256_mul_ps(da, db));
       if constexpr (kOff == Offset::Minus8 || kOff == Offset::Minus16)
         acc[m] = _mm256_fnmadd_ps(da, off, acc[m]);

@@ -97,6 +97,22 @@ int32_t block_dot(const BlockIQ4_NL& a, const int8_t* b) noexcept {
   return s;
 }
 
+int32_t block_dot(const BlockMXFP4& a, const int8_t* b) noexcept {
+  int32_t s = 0;
+  for (int j = 0; j < 16; ++j)
+    s += kMxfp4Values[a.qs[j] & 0x0f] * b[j] + kMxfp4Values[a.qs[j] >> 4] * b[j + 16];
+  return s;
+}
+
+// The block's scale: fp16 d, or MXFP4's E8M0 exponent (halved, as its doubled values need).
+template <class Block>
+float block_scale(const Block& a) noexcept {
+  if constexpr (std::is_same_v<Block, BlockMXFP4>)
+    return e8m0_half(a.e);
+  else
+    return fp16_to_fp32(a.d);
+}
+
 // Q4_1 and Q5_1 add m to every element: m * sum(b), with ggml's Q8_1 sum s of b's block.
 template <class Block>
 constexpr bool kHasMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
@@ -113,7 +129,7 @@ void tile_quant(const TileArgs& t) noexcept {
       const int64_t at = (m * RN + n) * kAccLanes;
       float s = t.first ? 0.0f : t.acc[at];
       for (int64_t j = j0; j < j1; ++j) {
-        const float d = fp16_to_fp32(ablk[j].d) * bd[j];
+        const float d = block_scale(ablk[j]) * bd[j];
         s += static_cast<float>(block_dot(ablk[j], bq + 32 * j)) * d;
         if constexpr (kHasMin<Block>) s += fp16_to_fp32(ablk[j].m) * bs[j];
       }

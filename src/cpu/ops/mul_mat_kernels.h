@@ -62,6 +62,7 @@ enum class WeightKind : int {
   Q5_0,
   Q5_1,
   IQ4_NL,
+  MXFP4,
   Q2_K,
   Q3_K,
   Q4_K,
@@ -124,6 +125,7 @@ void for_each_q8_kind(F&& f) {
   f.template operator()<BlockQ5_0>(static_cast<int>(WeightKind::Q5_0));
   f.template operator()<BlockQ5_1>(static_cast<int>(WeightKind::Q5_1));
   f.template operator()<BlockIQ4_NL>(static_cast<int>(WeightKind::IQ4_NL));
+  f.template operator()<BlockMXFP4>(static_cast<int>(WeightKind::MXFP4));
 }
 // and for those whose b is a q8k row (the K-quants and IQ4_XS):
 template <class F>

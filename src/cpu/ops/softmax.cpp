@@ -39,9 +39,12 @@ void run_diag_mask_inf(const ComputeContext& ctx, Tensor& dst) {
 void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor* mask = dst.src[1];
+  const Tensor* sinks = dst.src[2];
   TESSERA_ASSERT(dst.type == DType::F32 && dst.is_contiguous() && dst.same_shape(a));
   if (a.type != DType::F32)
     raise(ErrorCode::Unsupported, "CPU: SOFT_MAX needs an f32 source, got {}", a.describe());
+  if (sinks != nullptr && (sinks->type != DType::F32 || sinks->ne[0] != a.ne[2] || !sinks->rows_contiguous()))
+    raise(ErrorCode::InvalidArgument, "SOFT_MAX: sinks {} do not fit {}", sinks->describe(), a.describe());
   if (mask != nullptr && ((mask->type != DType::F32 && mask->type != DType::F16) || mask->ne[0] != a.ne[0] ||
                           mask->ne[1] < a.ne[1] || a.ne[2] % mask->ne[2] != 0 || a.ne[3] % mask->ne[3] != 0))
     raise(ErrorCode::InvalidArgument, "SOFT_MAX: mask {} does not fit {}", mask->describe(), a.describe());
@@ -77,7 +80,16 @@ void run_soft_max(const ComputeContext& ctx, Tensor& dst) {
         x = reinterpret_cast<const float*>(a.at(0, i1, i2, i3));
       else
         load_row_f32(a, i1, i2, i3, w);
-      const float max = rows.scale_mask_max(x, w, scale, mrow, alibi.slope(i2), ne0);
+      float max = rows.scale_mask_max(x, w, scale, mrow, alibi.slope(i2), ne0);
+      if (sinks != nullptr) {
+        // Head i2's sink joins the denominator as ggml adds it: the max over the row and the sink,
+        // then exp(sink - max) in f32 added to the row's sum.
+        const float sink = reinterpret_cast<const float*>(sinks->data)[i2];
+        max = std::max(max, sink);
+        const double sum = rows.exp_sum(w, w, ne0, max) + static_cast<double>(std::exp(sink - max));
+        rows.scale(w, static_cast<float>(1.0 / sum), ne0);
+        continue;
+      }
       if (max == kNegInf) {
         // Every logit is -inf (a fully masked row). ggml computes exp(-inf - -inf) = NaN here; we
         // define the result as all zeros instead, so such a row contributes nothing downstream.

@@ -5,9 +5,9 @@ namespace tessera::llm {
 namespace {
 
 const Architecture* const kArchitectures[] = {
-    &kLlamaArchitecture,    &kQwen2Architecture, &kQwen3Architecture,
-    &kQwen3MoeArchitecture, &kPhi3Architecture,  &kGemma2Architecture,
-    &kGemma3Architecture,   &kBertArchitecture,  &kNomicBertArchitecture};
+    &kLlamaArchitecture,     &kQwen2Architecture,  &kQwen3Architecture,  &kQwen3MoeArchitecture,
+    &kPhi3Architecture,      &kGemma2Architecture, &kGemma3Architecture, &kBertArchitecture,
+    &kNomicBertArchitecture, &kGptOssArchitecture};
 
 }  // namespace
 

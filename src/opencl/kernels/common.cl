@@ -23,6 +23,7 @@
 #define T_Q8_K 14
 #define T_IQ4_NL 15
 #define T_IQ4_XS 16
+#define T_MXFP4 17
 
 #define QK 32
 
@@ -30,7 +31,9 @@
 inline bool is_split(int type) { return type == T_Q4_0 || type == T_Q8_0; }
 inline bool is_quant(int type) { return is_split(type) || type >= T_Q4_1; }
 // Elements per block: 32, or 256 for the super-block types.
-inline long block_elems(int type) { return type >= T_Q2_K && type != T_IQ4_NL ? 256 : 32; }
+inline long block_elems(int type) {
+  return type >= T_Q2_K && type != T_IQ4_NL && type != T_MXFP4 ? 256 : 32;
+}
 // Bytes per block in ggml's image (the strides nb count these).
 inline long block_bytes(int type) {
   switch (type) {
@@ -46,6 +49,7 @@ inline long block_bytes(int type) {
     case T_Q6_K: return 210;
     case T_Q8_K: return 292;
     case T_IQ4_NL: return 18;
+    case T_MXFP4: return 17;
     default: return 136;  // T_IQ4_XS
   }
 }
@@ -164,6 +168,18 @@ inline void deq_q5_1(global const uchar* b, float* x) {
     const int q1 = (b[8 + j] >> 4) | (int)(((h >> (j + 16)) & 1) << 4);
     x[j] = (float)q0 * d + m;
     x[j + 16] = (float)q1 * d + m;
+  }
+}
+
+// MXFP4: 2^(e - 128) times the doubled E2M1 value of each code (e the block's first byte; e 0 and
+// 1 give denormals), nibbles as Q4_0.
+constant char kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline void deq_mxfp4(global const uchar* b, float* x) {
+  const uint e = b[0];
+  const float d = as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+  for (int j = 0; j < 16; ++j) {
+    x[j] = (float)kMxfp4Values[b[1 + j] & 15] * d;
+    x[j + 16] = (float)kMxfp4Values[b[1 + j] >> 4] * d;
   }
 }
 
@@ -292,6 +308,7 @@ inline void load_chunk(global const char* q, global const char* d, long blk, int
     case T_Q5_0: deq_q5_0(b, x); break;
     case T_Q5_1: deq_q5_1(b, x); break;
     case T_IQ4_NL: deq_iq4_nl(b, x); break;
+    case T_MXFP4: deq_mxfp4(b, x); break;
     case T_Q2_K: deq_q2_k(b, c, x); break;
     case T_Q3_K: deq_q3_k(b, c, x); break;
     case T_Q4_K: deq_q4_k(b, c, x); break;

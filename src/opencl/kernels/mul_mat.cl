@@ -192,6 +192,7 @@ MUL_MAT_VEC_NATIVE(mul_mat_vec_q5_k, T_Q5_K)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_q6_k, T_Q6_K)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_iq4_nl, T_IQ4_NL)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_iq4_xs, T_IQ4_XS)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_mxfp4, T_MXFP4)
 
 // b (F32/F16, any strides, [K, N, B2, B3]) made contiguous: mode 0 writes f32 rows, mode 1 Q8_0
 // blocks in device layout (quants at out_q, fp16 scales at out_d), mode 2 f32 rows rounded

@@ -1,7 +1,7 @@
 // MUL_MAT on OpenCL (kernels/mul_mat.cl): dst[m, n, i2, i3] = sum_k a[k, m, i2/r2, i3/r3] * b[k, n, i2, i3].
 //
 // Weights F32, F16, BF16, Q8_0, Q4_0 (device layout, read in place), Q4_1, Q5_0, Q5_1, Q2_K..Q6_K,
-// IQ4_NL, IQ4_XS (ggml's blocks, read in place); b F32 or F16 with any strides (permuted views
+// IQ4_NL, IQ4_XS, MXFP4 (ggml's blocks, read in place); b F32 or F16 with any strides (permuted views
 // included); weights stretched over dims 2-3. Quantized weights multiply b rounded as llama.cpp's
 // CPU rounds it (through Q8_0 for the 32-element types, through Q8_K for the super-block types),
 // so results match the CPU's and llama.cpp's to float rounding. Two paths, chosen by the number
@@ -106,6 +106,8 @@ const char* native_vec_kernel(DType weights) {
       return "mul_mat_vec_iq4_nl";
     case DType::IQ4_XS:
       return "mul_mat_vec_iq4_xs";
+    case DType::MXFP4:
+      return "mul_mat_vec_mxfp4";
     default:
       return nullptr;
   }

@@ -12,6 +12,7 @@ bool supports_soft_max(const Tensor& node) {
   const Tensor* a = node.src[0];
   const Tensor* mask = node.src[1];
   if (a == nullptr || a->type != DType::F32 || node.type != DType::F32 || !node.same_shape(*a)) return false;
+  if (node.src[2] != nullptr) return false;  // attention sinks: no kernel here (the CPU runs them)
   if (mask == nullptr) return true;
   return (mask->type == DType::F32 || mask->type == DType::F16) && mask->ne[0] == a->ne[0] &&
          mask->ne[1] >= a->ne[1] && mask->ne[2] > 0 && mask->ne[3] > 0 && a->ne[2] % mask->ne[2] == 0 &&
