@@ -7,6 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/iq_grids.h"
 #include "cpu/ops/mul_mat_avx2.h"
 #include "tessera/blocks.h"
 #include "tessera/convert.h"
@@ -17,13 +18,24 @@ namespace tessera::cpu::mm::kq {
 TESSERA_AVX2 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 template <class Block>
-constexpr bool kGroups16 =
-    std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>;
+constexpr bool kGroups16 = std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K> ||
+                           std::is_same_v<Block, BlockQ6_K> || std::is_same_v<Block, BlockIQ2_XS> ||
+                           std::is_same_v<Block, BlockIQ2_S> || std::is_same_v<Block, BlockIQ1_M>;
+// The grid I-quants (core/iq_grids.h).
+template <class Block>
+constexpr bool kGridIQ = std::is_same_v<Block, BlockIQ2_XXS> || std::is_same_v<Block, BlockIQ2_XS> ||
+                         std::is_same_v<Block, BlockIQ2_S> || std::is_same_v<Block, BlockIQ3_XXS> ||
+                         std::is_same_v<Block, BlockIQ3_S> || std::is_same_v<Block, BlockIQ1_S> ||
+                         std::is_same_v<Block, BlockIQ1_M>;
+// Formats whose unpacked quants are signed (never -128), which maddubs takes as |a| with a's sign
+// moved onto b.
+template <class Block>
+constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS> || kGridIQ<Block>;
 // How b's group sums enter: not at all, times dmin (the minimums), or exactly in the integer sum
 // (the offsets of Q3_K and Q6_K, times d).
 enum class Sums { None, Min, Offset };
 template <class Block>
-constexpr Sums kSums = std::is_same_v<Block, BlockIQ4_XS>                                       ? Sums::None
+constexpr Sums kSums = kSignedQ<Block>                                                          ? Sums::None
                        : (std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>) ? Sums::Offset
                                                                                                 : Sums::Min;
 
@@ -224,6 +236,40 @@ TESSERA_AVX2 inline void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
   u0 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x20));
   u1 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// The grid I-quants: the 16 scales of iq::scales_of, and chunks decoded by iq::chunk_of.
+template <class Block>
+  requires kGridIQ<Block>
+TESSERA_AVX2 inline Scales scales_of(const Block& b) {
+  alignas(32) int16_t sc[16];
+  iq::scales_of(b, sc);
+  const __m256i s16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+  Scales s;
+  if constexpr (kGroups16<Block>) {
+    split16(s16, s);
+  } else {  // equal in pairs: the eight chunk scales
+    const __m256i chunk = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1,
+                                                  4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)),
+        0x88);
+    s.lo = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(chunk));
+    s.hi = s.lo;
+  }
+  s.sums = _mm256_setzero_si256();
+  s.d = iq::scale_of(b);
+  s.dmin = 0.0f;
+  return s;
+}
+
+template <class Block>
+  requires kGridIQ<Block>
+TESSERA_AVX2 inline void chunk_pair(const Block& b, int i, __m256i& u0, __m256i& u1) {
+  iq::Chunk c0, c1;
+  iq::chunk_of(b, 2 * i, c0);
+  iq::chunk_of(b, 2 * i + 1, c1);
+  u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c0.v));
+  u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c1.v));
 }
 
 // Chunks c0 = 2i and c1 = 2i + 1 of a super-block (element e at byte e of u0, u1) regrouped so that
