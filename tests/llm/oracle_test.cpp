@@ -95,7 +95,7 @@ const Oracle kQuantOracles[] = {
     {"tiny-llama-q2_k", 5e-4},   {"tiny-llama-q3_k", 5e-4},  {"tiny-llama-q4_k", 5e-4},
     {"tiny-llama-q5_k", 5e-4},   {"tiny-llama-q6_k", 5e-4},  {"tiny-llama-iq4_nl", 5e-4},
     {"tiny-llama-q4_k_m", 5e-4}, {"tiny-llama-q5_k_m", 5e-4}};
-// The I-quants (every 2-D weight in one type, then llama-quantize's IQ2_M and IQ3_M mixes): CPU only.
+// The I-quants (every 2-D weight in one type, then llama-quantize's IQ2_M and IQ3_M mixes).
 const Oracle kIQuantOracles[] = {
     {"tiny-llama-iq1_s", 5e-4},   {"tiny-llama-iq1_m", 5e-4}, {"tiny-llama-iq2_xxs", 5e-4},
     {"tiny-llama-iq2_xs", 5e-4},  {"tiny-llama-iq2_s", 5e-4}, {"tiny-llama-iq3_xxs", 5e-4},
@@ -134,6 +134,7 @@ std::vector<OracleRun> runs() {
   // Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
   on("OpenCL0", kFloatOracles);
   on("OpenCL0", kQuantOracles);
+  on("OpenCL0", kIQuantOracles);
   on("OpenCL0", kMoeOracles, false, /*moe=*/true);
 #endif
   return out;
