@@ -262,14 +262,94 @@ TESSERA_AVX2 inline Scales scales_of(const Block& b) {
   return s;
 }
 
+// Chunk c of a grid I-quant as iq::chunk_of decodes it: four 8-byte grid points g (64-bit words;
+// IQ3's pairs of 4-byte points) and their sign bytes s (bit j negates element j), or for IQ1 the
+// points of {-1, 0, 1} as 8 g plus a shift of +-1 per 8 elements.
+inline constexpr uint64_t kEveryByte = 0x0101010101010101ull;
+TESSERA_AVX2 inline __m256i signed_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t s0,
+                                          uint64_t s1, uint64_t s2, uint64_t s3) {
+  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2),
+                                      static_cast<int64_t>(g1), static_cast<int64_t>(g0));
+  const __m256i s = _mm256_set_epi64x(static_cast<int64_t>(s3 * kEveryByte), static_cast<int64_t>(s2 * kEveryByte),
+                                      static_cast<int64_t>(s1 * kEveryByte), static_cast<int64_t>(s0 * kEveryByte));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(s, bit), bit);
+  return _mm256_sub_epi8(_mm256_xor_si256(g, neg), neg);
+}
+TESSERA_AVX2 inline __m256i shifted_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, int h0, int h1,
+                                           int h2, int h3) {
+  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2),
+                                      static_cast<int64_t>(g1), static_cast<int64_t>(g0));
+  auto fill = [](int h) { return static_cast<int64_t>(h < 0 ? ~0ull : kEveryByte); };
+  const __m256i shift = _mm256_set_epi64x(fill(h3), fill(h2), fill(h1), fill(h0));
+  return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), shift);
+}
+
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_XXS& b, int c) {
+  const uint32_t idx = b.qs[4 * c] | (static_cast<uint32_t>(b.qs[4 * c + 1]) << 16);
+  const uint32_t aux = b.qs[4 * c + 2] | (static_cast<uint32_t>(b.qs[4 * c + 3]) << 16);
+  const auto& G = iq::kIq2xxsGrid;
+  const auto& S = iq::kSigns.v;
+  return signed_points(G[idx & 0xff], G[(idx >> 8) & 0xff], G[(idx >> 16) & 0xff], G[idx >> 24], S[aux & 127],
+                       S[(aux >> 7) & 127], S[(aux >> 14) & 127], S[(aux >> 21) & 127]);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_XS& b, int c) {
+  const uint16_t* q = b.qs + 4 * c;
+  const auto& G = iq::kIq2xsGrid;
+  const auto& S = iq::kSigns.v;
+  return signed_points(G[q[0] & 511], G[q[1] & 511], G[q[2] & 511], G[q[3] & 511], S[q[0] >> 9], S[q[1] >> 9],
+                       S[q[2] >> 9], S[q[3] >> 9]);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_S& b, int c) {
+  const uint8_t* q = b.qs + 4 * c;
+  const uint8_t* s = b.qs + 32 + 4 * c;
+  const int qh = b.qh[c];
+  const auto& G = iq::kIq2sGrid;
+  return signed_points(G[q[0] | ((qh << 8) & 0x300)], G[q[1] | ((qh << 6) & 0x300)], G[q[2] | ((qh << 4) & 0x300)],
+                       G[q[3] | ((qh << 2) & 0x300)], s[0], s[1], s[2], s[3]);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_XXS& b, int c) {
+  const uint8_t* q = b.qs + 8 * c;
+  const uint32_t aux = iq::load_u32(b.qs + 64 + 4 * c);
+  const auto& G = iq::kIq3xxsGrid;
+  const auto& S = iq::kSigns.v;
+  auto pair = [&](int l) { return G[q[2 * l]] | (static_cast<uint64_t>(G[q[2 * l + 1]]) << 32); };
+  return signed_points(pair(0), pair(1), pair(2), pair(3), S[aux & 127], S[(aux >> 7) & 127], S[(aux >> 14) & 127],
+                       S[(aux >> 21) & 127]);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_S& b, int c) {
+  const uint8_t* q = b.qs + 8 * c;
+  const uint8_t* s = b.signs + 4 * c;
+  const int qh = b.qh[c];
+  const auto& G = iq::kIq3sGrid;
+  auto pair = [&](int l) {
+    return G[q[2 * l] | ((qh << (8 - 2 * l)) & 256)] |
+           (static_cast<uint64_t>(G[q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)]) << 32);
+  };
+  return signed_points(pair(0), pair(1), pair(2), pair(3), s[0], s[1], s[2], s[3]);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_S& b, int c) {
+  const uint8_t* q = b.qs + 4 * c;
+  const int qh = b.qh[c];
+  const int h = qh & 0x8000 ? -1 : 1;
+  const auto& G = iq::kIq1sGrid;
+  return shifted_points(G[q[0] | ((qh << 8) & 0x700)], G[q[1] | ((qh << 5) & 0x700)], G[q[2] | ((qh << 2) & 0x700)],
+                        G[q[3] | ((qh >> 1) & 0x700)], h, h, h, h);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_M& b, int c) {
+  const uint8_t* q = b.qs + 4 * c;
+  const int h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
+  const auto& G = iq::kIq1sGrid;
+  return shifted_points(G[q[0] | ((h0 & 7) << 8)], G[q[1] | ((h0 & 0x70) << 4)], G[q[2] | ((h1 & 7) << 8)],
+                        G[q[3] | ((h1 & 0x70) << 4)], h0 & 0x08 ? -1 : 1, h0 & 0x80 ? -1 : 1, h1 & 0x08 ? -1 : 1,
+                        h1 & 0x80 ? -1 : 1);
+}
+
 template <class Block>
   requires kGridIQ<Block>
 TESSERA_AVX2 inline void chunk_pair(const Block& b, int i, __m256i& u0, __m256i& u1) {
-  iq::Chunk c0, c1;
-  iq::chunk_of(b, 2 * i, c0);
-  iq::chunk_of(b, 2 * i + 1, c1);
-  u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c0.v));
-  u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c1.v));
+  u0 = grid_chunk(b, 2 * i);
+  u1 = grid_chunk(b, 2 * i + 1);
 }
 
 // Chunks c0 = 2i and c1 = 2i + 1 of a super-block (element e at byte e of u0, u1) regrouped so that
