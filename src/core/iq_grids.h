@@ -49,7 +49,8 @@ inline void signed4x2(uint32_t a, uint32_t b, uint8_t s, int8_t* out) noexcept {
 }
 // An IQ1 grid point (bytes -1, 0, 1) as 8 * g + shift (shift = +-1).
 inline void shifted8(uint64_t g, int shift, int8_t* out) noexcept {
-  for (int j = 0; j < 8; ++j) out[j] = static_cast<int8_t>(8 * static_cast<int8_t>((g >> (8 * j)) & 0xff) + shift);
+  for (int j = 0; j < 8; ++j)
+    out[j] = static_cast<int8_t>(8 * static_cast<int8_t>((g >> (8 * j)) & 0xff) + shift);
 }
 
 inline uint32_t load_u32(const uint8_t* p) noexcept {
@@ -98,7 +99,8 @@ inline void chunk_of(const BlockIQ3_XXS& b, int c, Chunk& out) noexcept {
   const uint8_t* qs = b.qs + 8 * c;
   const uint32_t aux = load_u32(b.qs + 64 + 4 * c);
   for (int l = 0; l < 4; ++l)
-    signed4x2(kIq3xxsGrid[qs[2 * l]], kIq3xxsGrid[qs[2 * l + 1]], kSigns.v[(aux >> (7 * l)) & 127], out.v + 8 * l);
+    signed4x2(kIq3xxsGrid[qs[2 * l]], kIq3xxsGrid[qs[2 * l + 1]], kSigns.v[(aux >> (7 * l)) & 127],
+              out.v + 8 * l);
 }
 
 inline void chunk_of(const BlockIQ3_S& b, int c, Chunk& out) noexcept {

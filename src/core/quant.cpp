@@ -421,7 +421,8 @@ void random_blocks(DType type, uint64_t seed, float amax, void* dst, int64_t n) 
     if (type == DType::IQ1_M) {  // d's nibbles at the top of the four scale words
       uint16_t sc[4];
       std::memcpy(sc, p + b + 48, 8);
-      for (int w = 0; w < 4; ++w) sc[w] = static_cast<uint16_t>((sc[w] & 0x0fff) | (((h >> (4 * w)) & 0xf) << 12));
+      for (int w = 0; w < 4; ++w)
+        sc[w] = static_cast<uint16_t>((sc[w] & 0x0fff) | (((h >> (4 * w)) & 0xf) << 12));
       std::memcpy(p + b + 48, sc, 8);
     } else {
       std::memcpy(p + b, &h, 2);

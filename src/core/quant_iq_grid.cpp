@@ -26,12 +26,20 @@ void dequantize_row_iq2_xxs(const BlockIQ2_XXS* src, float* dst, int64_t n) noex
 void dequantize_row_iq2_xs(const BlockIQ2_XS* src, float* dst, int64_t n) noexcept {
   dequantize_grid_row(src, dst, n);
 }
-void dequantize_row_iq2_s(const BlockIQ2_S* src, float* dst, int64_t n) noexcept { dequantize_grid_row(src, dst, n); }
+void dequantize_row_iq2_s(const BlockIQ2_S* src, float* dst, int64_t n) noexcept {
+  dequantize_grid_row(src, dst, n);
+}
 void dequantize_row_iq3_xxs(const BlockIQ3_XXS* src, float* dst, int64_t n) noexcept {
   dequantize_grid_row(src, dst, n);
 }
-void dequantize_row_iq3_s(const BlockIQ3_S* src, float* dst, int64_t n) noexcept { dequantize_grid_row(src, dst, n); }
-void dequantize_row_iq1_s(const BlockIQ1_S* src, float* dst, int64_t n) noexcept { dequantize_grid_row(src, dst, n); }
-void dequantize_row_iq1_m(const BlockIQ1_M* src, float* dst, int64_t n) noexcept { dequantize_grid_row(src, dst, n); }
+void dequantize_row_iq3_s(const BlockIQ3_S* src, float* dst, int64_t n) noexcept {
+  dequantize_grid_row(src, dst, n);
+}
+void dequantize_row_iq1_s(const BlockIQ1_S* src, float* dst, int64_t n) noexcept {
+  dequantize_grid_row(src, dst, n);
+}
+void dequantize_row_iq1_m(const BlockIQ1_M* src, float* dst, int64_t n) noexcept {
+  dequantize_grid_row(src, dst, n);
+}
 
 }  // namespace tessera::ref

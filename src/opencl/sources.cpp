@@ -8,8 +8,8 @@ namespace tessera::opencl {
 std::string program_source(std::string_view name) {
   // Every program starts with the I-quant codebooks and the shared helpers; #line keeps build logs
   // pointing at the files.
-  std::string text =
-      fmt::format("#line 1 \"iq_grids.cl\"\n{}\n#line 1 \"common.cl\"\n{}", kernels::iq_grids, kernels::common);
+  std::string text = fmt::format("#line 1 \"iq_grids.cl\"\n{}\n#line 1 \"common.cl\"\n{}", kernels::iq_grids,
+                                 kernels::common);
   // "a+b+c" is one program built from several kernel files: PoCL pays an LLVM build per program.
   for (size_t start = 0; start <= name.size();) {
     const size_t plus = std::min(name.find('+', start), name.size());

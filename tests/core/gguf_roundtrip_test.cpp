@@ -173,9 +173,8 @@ TEST(GgufRoundTrip, EveryTensorType) {
     uint32_t id;
     int64_t bs;
     size_t bytes;
-  } others[] = {{"q8_1", 9, 32, 36}, {"i8", 24, 1, 1},         {"i16", 25, 1, 2},
-                {"i64", 27, 1, 8},  {"f64", 28, 1, 8},         {"tq1_0", 34, 256, 54},
-                {"tq2_0", 35, 256, 66}, {"mxfp4", 39, 32, 17}};
+  } others[] = {{"q8_1", 9, 32, 36}, {"i8", 24, 1, 1},       {"i16", 25, 1, 2},      {"i64", 27, 1, 8},
+                {"f64", 28, 1, 8},   {"tq1_0", 34, 256, 54}, {"tq2_0", 35, 256, 66}, {"mxfp4", 39, 32, 17}};
   for (const auto& o : others) {
     make(o.name, o.id, o.bs, o.bytes);
     const auto& x = expect.back();

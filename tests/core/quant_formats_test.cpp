@@ -101,8 +101,8 @@ TEST(QuantFormats, HandBuiltKQuantScales) {
 TEST(QuantFormats, HandBuiltIq2Blocks) {
   BlockIQ2_XXS a{};
   a.d = fp32_to_fp16(1.0f);
-  a.qs[8] = 0x0001;                     // chunk 2: grid 1, then grids 0
-  a.qs[10] = 0x0001;                    // sign index 1 for the first point
+  a.qs[8] = 0x0001;                            // chunk 2: grid 1, then grids 0
+  a.qs[10] = 0x0001;                           // sign index 1 for the first point
   a.qs[11] = static_cast<uint16_t>(3u << 12);  // scale 3 -> 2 * 3 + 1 = 7, times 1/8
   auto y = dequantize(DType::IQ2_XXS, &a, 256);
   EXPECT_EQ(y[64], -7.0f / 8 * 43);
@@ -129,8 +129,8 @@ TEST(QuantFormats, HandBuiltIq2Blocks) {
   c.d = fp32_to_fp16(1.0f);
   c.qs[0] = 5;
   c.qs[3] = 0xff;
-  c.qh[0] = 0xc0;     // point 3's top two bits: 0x3ff, the last point
-  c.qs[32] = 0x01;    // explicit signs: element 0
+  c.qh[0] = 0xc0;      // point 3's top two bits: 0x3ff, the last point
+  c.qs[32] = 0x01;     // explicit signs: element 0
   c.scales[0] = 0x10;  // 1 and 3
   y = dequantize(DType::IQ2_S, &c, 256);
   EXPECT_EQ(y[0], -25.0f / 8);
@@ -153,8 +153,8 @@ TEST(QuantFormats, HandBuiltIq3Blocks) {
 
   BlockIQ3_S b{};
   b.d = fp32_to_fp16(0.5f);
-  b.qs[8] = 2;         // chunk 1, ninth bit from qh[1] bit 0 -> 258
-  b.qs[9] = 3;         // ninth bit from qh[1] bit 1 (clear) -> 3
+  b.qs[8] = 2;  // chunk 1, ninth bit from qh[1] bit 0 -> 258
+  b.qs[9] = 3;  // ninth bit from qh[1] bit 1 (clear) -> 3
   b.qh[1] = 0x01;
   b.signs[4] = 0x02;   // element 33
   b.scales[0] = 0x30;  // chunk 0: 0 -> 1, chunk 1: 3 -> 7
@@ -198,13 +198,23 @@ TEST(QuantFormats, LlamaCppFilesDequantizeToTheirF32Weights) {
     DType type;
     double bound;
   } cases[] = {
-      {"q4_1", DType::Q4_1, 9e-3}, {"q5_0", DType::Q5_0, 2.5e-3}, {"q5_1", DType::Q5_1, 2e-3},
-      {"q2_k", DType::Q2_K, 0.12}, {"q3_k", DType::Q3_K, 3e-2},   {"q4_k", DType::Q4_K, 8e-3},
-      {"q5_k", DType::Q5_K, 2e-3}, {"q6_k", DType::Q6_K, 5e-4},   {"iq4_nl", DType::IQ4_NL, 8e-3},
+      {"q4_1", DType::Q4_1, 9e-3},
+      {"q5_0", DType::Q5_0, 2.5e-3},
+      {"q5_1", DType::Q5_1, 2e-3},
+      {"q2_k", DType::Q2_K, 0.12},
+      {"q3_k", DType::Q3_K, 3e-2},
+      {"q4_k", DType::Q4_K, 8e-3},
+      {"q5_k", DType::Q5_K, 2e-3},
+      {"q6_k", DType::Q6_K, 5e-4},
+      {"iq4_nl", DType::IQ4_NL, 8e-3},
       // The grid I-quants (llama-quantize with an importance matrix of ones; measured 0.12, 0.090,
       // 0.062, 0.033, 0.028, 0.24, 0.21).
-      {"iq2_xxs", DType::IQ2_XXS, 0.18}, {"iq2_xs", DType::IQ2_XS, 0.14}, {"iq2_s", DType::IQ2_S, 0.095},
-      {"iq3_xxs", DType::IQ3_XXS, 0.05}, {"iq3_s", DType::IQ3_S, 0.042}, {"iq1_s", DType::IQ1_S, 0.36},
+      {"iq2_xxs", DType::IQ2_XXS, 0.18},
+      {"iq2_xs", DType::IQ2_XS, 0.14},
+      {"iq2_s", DType::IQ2_S, 0.095},
+      {"iq3_xxs", DType::IQ3_XXS, 0.05},
+      {"iq3_s", DType::IQ3_S, 0.042},
+      {"iq1_s", DType::IQ1_S, 0.36},
       {"iq1_m", DType::IQ1_M, 0.31},
   };
   for (const auto& c : cases) {

@@ -96,11 +96,11 @@ const Oracle kQuantOracles[] = {
     {"tiny-llama-q5_k", 5e-4},   {"tiny-llama-q6_k", 5e-4},  {"tiny-llama-iq4_nl", 5e-4},
     {"tiny-llama-q4_k_m", 5e-4}, {"tiny-llama-q5_k_m", 5e-4}};
 // The I-quants (every 2-D weight in one type, then llama-quantize's IQ2_M and IQ3_M mixes).
-const Oracle kIQuantOracles[] = {
-    {"tiny-llama-iq1_s", 5e-4},   {"tiny-llama-iq1_m", 5e-4}, {"tiny-llama-iq2_xxs", 5e-4},
-    {"tiny-llama-iq2_xs", 5e-4},  {"tiny-llama-iq2_s", 5e-4}, {"tiny-llama-iq3_xxs", 5e-4},
-    {"tiny-llama-iq3_s", 5e-4},   {"tiny-llama-iq4_xs", 5e-4}, {"tiny-llama-iq2_m", 5e-4},
-    {"tiny-llama-iq3_m", 5e-4}};
+const Oracle kIQuantOracles[] = {{"tiny-llama-iq1_s", 5e-4},   {"tiny-llama-iq1_m", 5e-4},
+                                 {"tiny-llama-iq2_xxs", 5e-4}, {"tiny-llama-iq2_xs", 5e-4},
+                                 {"tiny-llama-iq2_s", 5e-4},   {"tiny-llama-iq3_xxs", 5e-4},
+                                 {"tiny-llama-iq3_s", 5e-4},   {"tiny-llama-iq4_xs", 5e-4},
+                                 {"tiny-llama-iq2_m", 5e-4},   {"tiny-llama-iq3_m", 5e-4}};
 // Mixtures of experts: Qwen3-MoE in F32 and llama-quantize's Q4_K_M mix (3-D expert tensors in
 // Q4_K/Q6_K), Mixtral (llama with experts).
 const Oracle kMoeOracles[] = {

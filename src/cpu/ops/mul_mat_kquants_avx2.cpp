@@ -3,12 +3,12 @@
 // Chosen at run time with the other AVX2 kernels (mul_mat_avx2.cpp).
 //
 // A super-block is eight chunks of 32 elements. Each chunk's quants become 32 unsigned bytes u (or
-// signed values for IQ4_XS and the grid I-quants, decoded by core/iq_grids.h), maddubs multiplies them with b's quants into int16 pair sums, and madd
-// weights those with the group scales into eight int32 lanes (lane l: elements 4l..4l + 3 of every
-// chunk); one float multiply-add per super-block applies d_a * d_b. Two chunks share each madd (see
-// Pair; b's quants are stored in that order). Offsets folded into u (Q3_K's 4, Q6_K's 32) are taken
-// back exactly in integers through b's group sums; the minimums of Q2_K/Q4_K/Q5_K through them in
-// float. A tile runs its weight rows one after another, each against all its b columns.
+// signed values for IQ4_XS and the grid I-quants, decoded by core/iq_grids.h), maddubs multiplies them with
+// b's quants into int16 pair sums, and madd weights those with the group scales into eight int32 lanes (lane
+// l: elements 4l..4l + 3 of every chunk); one float multiply-add per super-block applies d_a * d_b. Two
+// chunks share each madd (see Pair; b's quants are stored in that order). Offsets folded into u (Q3_K's 4,
+// Q6_K's 32) are taken back exactly in integers through b's group sums; the minimums of Q2_K/Q4_K/Q5_K
+// through them in float. A tile runs its weight rows one after another, each against all its b columns.
 #include "cpu/ops/mul_mat_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)

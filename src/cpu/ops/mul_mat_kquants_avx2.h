@@ -240,8 +240,7 @@ TESSERA_AVX2 inline void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __
 
 // The grid I-quants: the 16 scales of iq::scales_of, and chunks decoded by iq::chunk_of.
 template <class Block>
-  requires kGridIQ<Block>
-TESSERA_AVX2 inline Scales scales_of(const Block& b) {
+requires kGridIQ<Block> TESSERA_AVX2 inline Scales scales_of(const Block& b) {
   alignas(32) int16_t sc[16];
   iq::scales_of(b, sc);
   const __m256i s16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
@@ -250,8 +249,8 @@ TESSERA_AVX2 inline Scales scales_of(const Block& b) {
     split16(s16, s);
   } else {  // equal in pairs: the eight chunk scales
     const __m256i chunk = _mm256_permute4x64_epi64(
-        _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1,
-                                                  4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)),
+        _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0,
+                                                  1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)),
         0x88);
     s.lo = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(chunk));
     s.hi = s.lo;
@@ -270,8 +269,9 @@ TESSERA_AVX2 inline __m256i signed_points(uint64_t g0, uint64_t g1, uint64_t g2,
                                           uint64_t s1, uint64_t s2, uint64_t s3) {
   const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2),
                                       static_cast<int64_t>(g1), static_cast<int64_t>(g0));
-  const __m256i s = _mm256_set_epi64x(static_cast<int64_t>(s3 * kEveryByte), static_cast<int64_t>(s2 * kEveryByte),
-                                      static_cast<int64_t>(s1 * kEveryByte), static_cast<int64_t>(s0 * kEveryByte));
+  const __m256i s =
+      _mm256_set_epi64x(static_cast<int64_t>(s3 * kEveryByte), static_cast<int64_t>(s2 * kEveryByte),
+                        static_cast<int64_t>(s1 * kEveryByte), static_cast<int64_t>(s0 * kEveryByte));
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(s, bit), bit);
   return _mm256_sub_epi8(_mm256_xor_si256(g, neg), neg);
@@ -305,8 +305,8 @@ TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_S& b, int c) {
   const uint8_t* s = b.qs + 32 + 4 * c;
   const int qh = b.qh[c];
   const auto& G = iq::kIq2sGrid;
-  return signed_points(G[q[0] | ((qh << 8) & 0x300)], G[q[1] | ((qh << 6) & 0x300)], G[q[2] | ((qh << 4) & 0x300)],
-                       G[q[3] | ((qh << 2) & 0x300)], s[0], s[1], s[2], s[3]);
+  return signed_points(G[q[0] | ((qh << 8) & 0x300)], G[q[1] | ((qh << 6) & 0x300)],
+                       G[q[2] | ((qh << 4) & 0x300)], G[q[3] | ((qh << 2) & 0x300)], s[0], s[1], s[2], s[3]);
 }
 TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_XXS& b, int c) {
   const uint8_t* q = b.qs + 8 * c;
@@ -314,8 +314,8 @@ TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_XXS& b, int c) {
   const auto& G = iq::kIq3xxsGrid;
   const auto& S = iq::kSigns.v;
   auto pair = [&](int l) { return G[q[2 * l]] | (static_cast<uint64_t>(G[q[2 * l + 1]]) << 32); };
-  return signed_points(pair(0), pair(1), pair(2), pair(3), S[aux & 127], S[(aux >> 7) & 127], S[(aux >> 14) & 127],
-                       S[(aux >> 21) & 127]);
+  return signed_points(pair(0), pair(1), pair(2), pair(3), S[aux & 127], S[(aux >> 7) & 127],
+                       S[(aux >> 14) & 127], S[(aux >> 21) & 127]);
 }
 TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_S& b, int c) {
   const uint8_t* q = b.qs + 8 * c;
@@ -333,21 +333,20 @@ TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_S& b, int c) {
   const int qh = b.qh[c];
   const int h = qh & 0x8000 ? -1 : 1;
   const auto& G = iq::kIq1sGrid;
-  return shifted_points(G[q[0] | ((qh << 8) & 0x700)], G[q[1] | ((qh << 5) & 0x700)], G[q[2] | ((qh << 2) & 0x700)],
-                        G[q[3] | ((qh >> 1) & 0x700)], h, h, h, h);
+  return shifted_points(G[q[0] | ((qh << 8) & 0x700)], G[q[1] | ((qh << 5) & 0x700)],
+                        G[q[2] | ((qh << 2) & 0x700)], G[q[3] | ((qh >> 1) & 0x700)], h, h, h, h);
 }
 TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_M& b, int c) {
   const uint8_t* q = b.qs + 4 * c;
   const int h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
   const auto& G = iq::kIq1sGrid;
   return shifted_points(G[q[0] | ((h0 & 7) << 8)], G[q[1] | ((h0 & 0x70) << 4)], G[q[2] | ((h1 & 7) << 8)],
-                        G[q[3] | ((h1 & 0x70) << 4)], h0 & 0x08 ? -1 : 1, h0 & 0x80 ? -1 : 1, h1 & 0x08 ? -1 : 1,
-                        h1 & 0x80 ? -1 : 1);
+                        G[q[3] | ((h1 & 0x70) << 4)], h0 & 0x08 ? -1 : 1, h0 & 0x80 ? -1 : 1,
+                        h1 & 0x08 ? -1 : 1, h1 & 0x80 ? -1 : 1);
 }
 
 template <class Block>
-  requires kGridIQ<Block>
-TESSERA_AVX2 inline void chunk_pair(const Block& b, int i, __m256i& u0, __m256i& u1) {
+requires kGridIQ<Block> TESSERA_AVX2 inline void chunk_pair(const Block& b, int i, __m256i& u0, __m256i& u1) {
   u0 = grid_chunk(b, 2 * i);
   u1 = grid_chunk(b, 2 * i + 1);
 }
