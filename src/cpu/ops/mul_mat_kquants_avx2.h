@@ -262,18 +262,27 @@ requires kGridIQ<Block> TESSERA_AVX2 inline Scales scales_of(const Block& b) {
 }
 
 // Chunk c of a grid I-quant as iq::chunk_of decodes it: four 8-byte grid points g (64-bit words;
-// IQ3's pairs of 4-byte points) and their sign bytes s (bit j negates element j), or for IQ1 the
-// points of {-1, 0, 1} as 8 g plus a shift of +-1 per 8 elements.
+// IQ3's pairs of 4-byte points) and their signs as byte masks m (0xff negates the element:
+// v = (g ^ m) - m), or for IQ1 the points of {-1, 0, 1} as 8 g plus a shift of +-1 per 8 elements.
 inline constexpr uint64_t kEveryByte = 0x0101010101010101ull;
-TESSERA_AVX2 inline __m256i signed_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t s0,
-                                          uint64_t s1, uint64_t s2, uint64_t s3) {
+// The byte mask of each sign byte (bit j: byte j is 0xff).
+struct SignMasks {
+  uint64_t of_byte[256];
+  constexpr SignMasks() : of_byte{} {
+    for (int s = 0; s < 256; ++s)
+      for (int j = 0; j < 8; ++j)
+        if ((s >> j) & 1) of_byte[s] |= 0xffull << (8 * j);
+  }
+};
+inline constexpr SignMasks kSignMasks;
+// The mask of a 7-bit sign index (iq::kSigns' byte).
+TESSERA_AVX2 inline uint64_t index_mask(uint32_t i) { return kSignMasks.of_byte[iq::kSigns.v[i & 127]]; }
+TESSERA_AVX2 inline __m256i signed_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t m0,
+                                          uint64_t m1, uint64_t m2, uint64_t m3) {
   const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2),
                                       static_cast<int64_t>(g1), static_cast<int64_t>(g0));
-  const __m256i s =
-      _mm256_set_epi64x(static_cast<int64_t>(s3 * kEveryByte), static_cast<int64_t>(s2 * kEveryByte),
-                        static_cast<int64_t>(s1 * kEveryByte), static_cast<int64_t>(s0 * kEveryByte));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(s, bit), bit);
+  const __m256i neg = _mm256_set_epi64x(static_cast<int64_t>(m3), static_cast<int64_t>(m2),
+                                        static_cast<int64_t>(m1), static_cast<int64_t>(m0));
   return _mm256_sub_epi8(_mm256_xor_si256(g, neg), neg);
 }
 TESSERA_AVX2 inline __m256i shifted_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, int h0, int h1,
@@ -289,16 +298,14 @@ TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_XXS& b, int c) {
   const uint32_t idx = b.qs[4 * c] | (static_cast<uint32_t>(b.qs[4 * c + 1]) << 16);
   const uint32_t aux = b.qs[4 * c + 2] | (static_cast<uint32_t>(b.qs[4 * c + 3]) << 16);
   const auto& G = iq::kIq2xxsGrid;
-  const auto& S = iq::kSigns.v;
-  return signed_points(G[idx & 0xff], G[(idx >> 8) & 0xff], G[(idx >> 16) & 0xff], G[idx >> 24], S[aux & 127],
-                       S[(aux >> 7) & 127], S[(aux >> 14) & 127], S[(aux >> 21) & 127]);
+  return signed_points(G[idx & 0xff], G[(idx >> 8) & 0xff], G[(idx >> 16) & 0xff], G[idx >> 24],
+                       index_mask(aux), index_mask(aux >> 7), index_mask(aux >> 14), index_mask(aux >> 21));
 }
 TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_XS& b, int c) {
   const uint16_t* q = b.qs + 4 * c;
   const auto& G = iq::kIq2xsGrid;
-  const auto& S = iq::kSigns.v;
-  return signed_points(G[q[0] & 511], G[q[1] & 511], G[q[2] & 511], G[q[3] & 511], S[q[0] >> 9], S[q[1] >> 9],
-                       S[q[2] >> 9], S[q[3] >> 9]);
+  return signed_points(G[q[0] & 511], G[q[1] & 511], G[q[2] & 511], G[q[3] & 511], index_mask(q[0] >> 9),
+                       index_mask(q[1] >> 9), index_mask(q[2] >> 9), index_mask(q[3] >> 9));
 }
 TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_S& b, int c) {
   const uint8_t* q = b.qs + 4 * c;
@@ -306,16 +313,16 @@ TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_S& b, int c) {
   const int qh = b.qh[c];
   const auto& G = iq::kIq2sGrid;
   return signed_points(G[q[0] | ((qh << 8) & 0x300)], G[q[1] | ((qh << 6) & 0x300)],
-                       G[q[2] | ((qh << 4) & 0x300)], G[q[3] | ((qh << 2) & 0x300)], s[0], s[1], s[2], s[3]);
+                       G[q[2] | ((qh << 4) & 0x300)], G[q[3] | ((qh << 2) & 0x300)], kSignMasks.of_byte[s[0]],
+                       kSignMasks.of_byte[s[1]], kSignMasks.of_byte[s[2]], kSignMasks.of_byte[s[3]]);
 }
 TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_XXS& b, int c) {
   const uint8_t* q = b.qs + 8 * c;
   const uint32_t aux = iq::load_u32(b.qs + 64 + 4 * c);
   const auto& G = iq::kIq3xxsGrid;
-  const auto& S = iq::kSigns.v;
   auto pair = [&](int l) { return G[q[2 * l]] | (static_cast<uint64_t>(G[q[2 * l + 1]]) << 32); };
-  return signed_points(pair(0), pair(1), pair(2), pair(3), S[aux & 127], S[(aux >> 7) & 127],
-                       S[(aux >> 14) & 127], S[(aux >> 21) & 127]);
+  return signed_points(pair(0), pair(1), pair(2), pair(3), index_mask(aux), index_mask(aux >> 7),
+                       index_mask(aux >> 14), index_mask(aux >> 21));
 }
 TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_S& b, int c) {
   const uint8_t* q = b.qs + 8 * c;
@@ -326,7 +333,8 @@ TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_S& b, int c) {
     return G[q[2 * l] | ((qh << (8 - 2 * l)) & 256)] |
            (static_cast<uint64_t>(G[q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)]) << 32);
   };
-  return signed_points(pair(0), pair(1), pair(2), pair(3), s[0], s[1], s[2], s[3]);
+  return signed_points(pair(0), pair(1), pair(2), pair(3), kSignMasks.of_byte[s[0]], kSignMasks.of_byte[s[1]],
+                       kSignMasks.of_byte[s[2]], kSignMasks.of_byte[s[3]]);
 }
 TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_S& b, int c) {
   const uint8_t* q = b.qs + 4 * c;
