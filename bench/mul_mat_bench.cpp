@@ -19,9 +19,9 @@ namespace {
 using namespace tessera;
 
 constexpr int64_t kK = 4096, kM = 4096;
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q8_0,   DType::F16,   DType::F32,  DType::Q4_K,
-                            DType::Q6_K, DType::Q5_K,   DType::Q3_K,  DType::Q2_K, DType::Q4_1,
-                            DType::Q5_0, DType::IQ4_NL, DType::IQ4_XS};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q8_0,   DType::F16,    DType::F32,     DType::Q4_K,
+                            DType::Q6_K, DType::Q5_K,   DType::Q3_K,   DType::Q2_K,    DType::Q4_1,
+                            DType::Q5_0, DType::IQ4_NL, DType::IQ4_XS, DType::IQ2_XXS, DType::IQ3_S};
 
 double process_cpu_seconds() {
   timespec ts{};
@@ -34,8 +34,13 @@ void fill_random(Tensor* t, uint32_t seed) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> row(static_cast<size_t>(t->ne[0]));
   for (int64_t r = 0; r < t->nrows(); ++r) {
+    char* dst = static_cast<char*>(t->data) + r * t->row_size();
+    if (is_grid_iquant(t->type)) {  // not written from floats: random blocks
+      random_blocks(t->type, seed * 1000003u + static_cast<uint64_t>(r), 1.0f, dst, t->ne[0]);
+      continue;
+    }
     for (auto& x : row) x = dist(rng);
-    from_f32_row(t->type, row.data(), static_cast<char*>(t->data) + r * t->row_size(), t->ne[0]);
+    from_f32_row(t->type, row.data(), dst, t->ne[0]);
   }
 }
 

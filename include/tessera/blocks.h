@@ -90,6 +90,62 @@ struct BlockIQ4_XS {
   uint8_t qs[128];
 };
 
+// The I-quants of grid codebooks (src/core/iq_grids.h): a super-block is eight chunks of 32
+// elements, each chunk four or eight grid points (groups of 8 or 4 elements) plus signs and a
+// scale s per chunk or half-chunk that enters as (2 s + 1).
+//
+// Chunk c: qs[4c], qs[4c+1] hold the four 8-bit grid indices (kIq2xxsGrid), qs[4c+2], qs[4c+3] four
+// 7-bit sign indices and the 4-bit scale in the top bits: x = d * (2 s + 1) / 8 * grid * sign.
+struct BlockIQ2_XXS {
+  uint16_t d;
+  uint16_t qs[32];
+};
+// Each qs: a 9-bit grid index (kIq2xsGrid) and a 7-bit sign index; scales[c]: the two half-chunks'
+// 4-bit scales (low nibble first): x = d * (2 s + 1) / 8 * grid * sign.
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[32];
+  uint8_t scales[8];
+};
+// 10-bit grid indices (kIq2sGrid): low 8 bits in qs[0..31], top 2 in qh; explicit sign bytes in
+// qs[32..63]; scales as IQ2_XS.
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t scales[8];
+};
+// qs[0..63]: 8-bit indices of 4-element grid points (kIq3xxsGrid); qs[64..95]: per chunk a 32-bit
+// word of four 7-bit sign indices and the 4-bit scale: x = d * (2 s + 1) / 4 * grid * sign.
+struct BlockIQ3_XXS {
+  uint16_t d;
+  uint8_t qs[96];
+};
+// 9-bit indices of 4-element grid points (kIq3sGrid): low 8 bits in qs, the ninth in qh; explicit
+// sign bytes; 4-bit chunk scales (low nibble first): x = d * (2 s + 1) * grid * sign.
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t signs[32];
+  uint8_t scales[4];
+};
+// 11-bit indices of 8-element points of {-1, 0, 1} (kIq1sGrid): low 8 bits in qs, per chunk qh[c]
+// holds the four top-3-bit parts, a 3-bit scale (bits 12-14) and the sign of the chunk's shift
+// (bit 15): x = d * (2 s + 1) * (grid +- 1/8).
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[32];
+  uint16_t qh[8];
+};
+// As IQ1_S with a shift sign per 8 elements (qh: two nibbles of 3 index bits and the sign), 3-bit
+// scales per 16 elements, and the fp16 d spread over the top nibbles of the four 16-bit scale words.
+struct BlockIQ1_M {
+  uint8_t qs[32];
+  uint8_t qh[16];
+  uint8_t scales[8];
+};
+
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
@@ -102,7 +158,11 @@ struct BlockMXFP4 {
   uint8_t qs[16];
 };
 
-static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockMXFP4) == 17);
+static_assert(sizeof(BlockMXFP4) == 17);
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82 &&
+              sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110 && sizeof(BlockIQ1_S) == 50 &&
+              sizeof(BlockIQ1_M) == 56);
 
 // The non-linear 4-bit grid of IQ4_NL and IQ4_XS.
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

@@ -27,13 +27,22 @@ enum class DType : uint8_t {
   Q8_K,
   IQ4_NL,
   IQ4_XS,
+  IQ2_XXS,
+  IQ2_XS,
+  IQ2_S,
+  IQ3_XXS,
+  IQ3_S,
+  IQ1_S,
+  IQ1_M,
   MXFP4,
 };
-inline constexpr int kDTypeCount = 18;
+inline constexpr int kDTypeCount = 25;
 inline constexpr DType kAllDTypes[kDTypeCount] = {
-    DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q8_0,   DType::I32,
-    DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,   DType::Q4_K,
-    DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+    DType::F32,    DType::F16,   DType::BF16,    DType::Q4_0,   DType::Q8_0,   DType::I32,
+    DType::Q4_1,   DType::Q5_0,  DType::Q5_1,    DType::Q2_K,   DType::Q3_K,   DType::Q4_K,
+    DType::Q5_K,   DType::Q6_K,  DType::Q8_K,    DType::IQ4_NL, DType::IQ4_XS, DType::IQ2_XXS,
+    DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_S,  DType::IQ1_M,
+    DType::MXFP4};
 
 struct DTypeTraits {
   std::string_view name;  // "f32", "q4_0", ... (ggml's spelling)
@@ -46,6 +55,9 @@ struct DTypeTraits {
 const DTypeTraits& traits(DType type) noexcept;
 inline std::string_view name(DType type) noexcept { return traits(type).name; }
 inline bool is_quantized(DType type) noexcept { return traits(type).quantized; }
+// The I-quants of grid codebooks (IQ1_S ... IQ3_S): read, multiplied and gathered, never written
+// here (ggml writes them only with an importance matrix), so no op converts into them.
+inline bool is_grid_iquant(DType type) noexcept { return type >= DType::IQ2_XXS && type <= DType::IQ1_M; }
 
 std::optional<DType> dtype_from_gguf(uint32_t gguf_id) noexcept;
 std::optional<DType> dtype_from_name(std::string_view name) noexcept;

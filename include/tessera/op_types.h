@@ -25,6 +25,7 @@ class TypeSet {
   static constexpr TypeSet absent() { return TypeSet(kAbsent); }
   constexpr TypeSet with_absent() const { return TypeSet(bits_ | kAbsent); }
   constexpr TypeSet with(DType t) const { return TypeSet(bits_ | bit(t)); }
+  constexpr TypeSet with(TypeSet other) const { return TypeSet(bits_ | other.bits_); }
   constexpr bool contains(std::optional<DType> t) const { return (bits_ & (t ? bit(*t) : kAbsent)) != 0; }
   constexpr bool admits_absent() const { return (bits_ & kAbsent) != 0; }
   // Members in kAllDTypes order, then nullopt when absent is admitted.

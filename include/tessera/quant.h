@@ -34,6 +34,14 @@ void dequantize_row_q6_k(const BlockQ6_K* src, float* dst, int64_t n) noexcept;
 void dequantize_row_q8_k(const BlockQ8_K* src, float* dst, int64_t n) noexcept;
 void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n) noexcept;
 void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n) noexcept;
+// The I-quants of grid codebooks, with the bits of ggml's dequantize_row_iq*.
+void dequantize_row_iq2_xxs(const BlockIQ2_XXS* src, float* dst, int64_t n) noexcept;
+void dequantize_row_iq2_xs(const BlockIQ2_XS* src, float* dst, int64_t n) noexcept;
+void dequantize_row_iq2_s(const BlockIQ2_S* src, float* dst, int64_t n) noexcept;
+void dequantize_row_iq3_xxs(const BlockIQ3_XXS* src, float* dst, int64_t n) noexcept;
+void dequantize_row_iq3_s(const BlockIQ3_S* src, float* dst, int64_t n) noexcept;
+void dequantize_row_iq1_s(const BlockIQ1_S* src, float* dst, int64_t n) noexcept;
+void dequantize_row_iq1_m(const BlockIQ1_M* src, float* dst, int64_t n) noexcept;
 void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n) noexcept;
 void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n) noexcept;
 void quantize_row_q5_1(const float* src, BlockQ5_1* dst, int64_t n) noexcept;
@@ -61,8 +69,13 @@ void dequantize_row_mxfp4(const BlockMXFP4* src, float* dst, int64_t n) noexcept
 // Converts a contiguous row of n elements of `type` to f32 (I32 converts exactly).
 void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept;
 // Converts n floats to `type` (f16/bf16 round to nearest even, I32 truncates, quantized per block)
-// with the bits ggml's row conversion (CPY, from_float) gives, for every type.
+// with the bits ggml's row conversion (CPY, from_float) gives, for every type but the grid I-quants
+// (is_grid_iquant), which nothing converts into: for those it writes zero blocks (callers check).
 void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept;
+// Test data for any quantized type: n elements (whole blocks) of valid blocks whose indices, signs
+// and sub-scales are random (a seeded generator) and whose block scales are about amax / 127, so
+// values stay within about +-amax. For the grid I-quants this is the only way to make blocks here.
+void random_blocks(DType type, uint64_t seed, float amax, void* dst, int64_t n) noexcept;
 // Converts n weights to `type` with the bits llama-quantize writes without an importance matrix
 // (ggml_quantize_chunk): from_f32_row's for every type but IQ4_NL, whose file path searches scales.
 void quantize_weights(DType type, const float* src, void* dst, int64_t n) noexcept;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -102,9 +103,18 @@ std::vector<char> make_leaf_data(const Case::LeafSpec& spec, std::mt19937& rng) 
       for (auto& x : v) x = d(rng);
     }
   }
-  for (int64_t r = 0; r < t.nrows(); ++r)
-    from_f32_row(t.type, v.data() + r * t.ne[0], bytes.data() + static_cast<size_t>(r) * t.row_size(),
-                 t.ne[0]);
+  for (int64_t r = 0; r < t.nrows(); ++r) {
+    char* row = bytes.data() + static_cast<size_t>(r) * t.row_size();
+    if (is_grid_iquant(t.type)) {
+      // Never converted from floats (tessera/dtype.h): random blocks of about the values' size.
+      float amax = 0.0f;
+      for (int64_t i = 0; i < t.ne[0]; ++i)
+        amax = std::max(amax, std::fabs(v[static_cast<size_t>(r * t.ne[0] + i)]));
+      random_blocks(t.type, rng(), amax, row, t.ne[0]);
+    } else {
+      from_f32_row(t.type, v.data() + r * t.ne[0], row, t.ne[0]);
+    }
+  }
   return bytes;
 }
 

@@ -4,12 +4,15 @@ namespace tessera {
 namespace {
 
 constexpr DTypeTraits kTraits[kDTypeCount] = {
-    {"f32", 1, 4, 0, false},      {"f16", 1, 2, 1, false},        {"bf16", 1, 2, 30, false},
-    {"q4_0", 32, 18, 2, true},    {"q8_0", 32, 34, 8, true},      {"i32", 1, 4, 26, false},
-    {"q4_1", 32, 20, 3, true},    {"q5_0", 32, 22, 6, true},      {"q5_1", 32, 24, 7, true},
-    {"q2_K", 256, 84, 10, true},  {"q3_K", 256, 110, 11, true},   {"q4_K", 256, 144, 12, true},
-    {"q5_K", 256, 176, 13, true}, {"q6_K", 256, 210, 14, true},   {"q8_K", 256, 292, 15, true},
-    {"iq4_nl", 32, 18, 20, true}, {"iq4_xs", 256, 136, 23, true}, {"mxfp4", 32, 17, 39, true},
+    {"f32", 1, 4, 0, false},       {"f16", 1, 2, 1, false},        {"bf16", 1, 2, 30, false},
+    {"q4_0", 32, 18, 2, true},     {"q8_0", 32, 34, 8, true},      {"i32", 1, 4, 26, false},
+    {"q4_1", 32, 20, 3, true},     {"q5_0", 32, 22, 6, true},      {"q5_1", 32, 24, 7, true},
+    {"q2_K", 256, 84, 10, true},   {"q3_K", 256, 110, 11, true},   {"q4_K", 256, 144, 12, true},
+    {"q5_K", 256, 176, 13, true},  {"q6_K", 256, 210, 14, true},   {"q8_K", 256, 292, 15, true},
+    {"iq4_nl", 32, 18, 20, true},  {"iq4_xs", 256, 136, 23, true}, {"iq2_xxs", 256, 66, 16, true},
+    {"iq2_xs", 256, 74, 17, true}, {"iq2_s", 256, 82, 22, true},   {"iq3_xxs", 256, 98, 18, true},
+    {"iq3_s", 256, 110, 21, true}, {"iq1_s", 256, 50, 19, true},   {"iq1_m", 256, 56, 29, true},
+    {"mxfp4", 32, 17, 39, true},
 };
 
 }  // namespace

@@ -13,9 +13,12 @@ constexpr DType F32 = DType::F32, F16 = DType::F16, BF16 = DType::BF16, Q4_0 = D
                 Q8_0 = DType::Q8_0, I32 = DType::I32;
 // MUL_MAT / GET_ROWS sources: every type of model files. Q8_K is only the K-quants' activation
 // type inside MUL_MAT, so no op takes it.
-const TypeSet kWeights{F32,         F16,           BF16,          Q4_0,        Q8_0,        DType::Q4_1,
-                       DType::Q5_0, DType::Q5_1,   DType::Q2_K,   DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                       DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+const TypeSet kGridIQuants{DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+                           DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M};
+const TypeSet kWeights = TypeSet{F32,         F16,         BF16,        Q4_0,          Q8_0,
+                                 DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
+                                 DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}
+                             .with(kGridIQuants);
 const TypeSet kAll = kWeights.with(I32);
 const TypeSet kFloats{F32, F16};                  // F32 and F16
 const TypeSet kUnquantized{F32, F16, BF16, I32};  // element types (no blocks)
@@ -52,9 +55,10 @@ std::vector<OpTypeRule> rules_of(Op op) {
       return same_type(kAll, 1);
     case Op::Cpy: {
       // The result is a view of b. Every type converts to every type through f32, except that i32
-      // copies only to i32 and f32.
+      // copies only to i32 and f32 and the grid I-quants (never written here) only to themselves.
       std::vector<OpTypeRule> rules;
-      for (auto b : kAll.members()) rules.push_back(rule({*b}, {kWeights, {*b}}));
+      for (auto b : kAll.members())
+        rules.push_back(kGridIQuants.contains(*b) ? rule({*b}, {{*b}, {*b}}) : rule({*b}, {kWeights, {*b}}));
       rules.push_back(rule({I32}, {{I32}, {I32}}));
       rules.push_back(rule({F32}, {{I32}, {F32}}));
       return rules;

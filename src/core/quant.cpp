@@ -1,8 +1,10 @@
 // Q4_0 / Q8_0 rows: scalar reference versions and AVX2 versions with the same bits.
 #include "tessera/quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/simd.h"
 #include "tessera/convert.h"
@@ -267,6 +269,27 @@ void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept {
     case DType::MXFP4:
       ref::dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n);
       break;
+    case DType::IQ2_XXS:
+      ref::dequantize_row_iq2_xxs(static_cast<const BlockIQ2_XXS*>(src), dst, n);
+      break;
+    case DType::IQ2_XS:
+      ref::dequantize_row_iq2_xs(static_cast<const BlockIQ2_XS*>(src), dst, n);
+      break;
+    case DType::IQ2_S:
+      ref::dequantize_row_iq2_s(static_cast<const BlockIQ2_S*>(src), dst, n);
+      break;
+    case DType::IQ3_XXS:
+      ref::dequantize_row_iq3_xxs(static_cast<const BlockIQ3_XXS*>(src), dst, n);
+      break;
+    case DType::IQ3_S:
+      ref::dequantize_row_iq3_s(static_cast<const BlockIQ3_S*>(src), dst, n);
+      break;
+    case DType::IQ1_S:
+      ref::dequantize_row_iq1_s(static_cast<const BlockIQ1_S*>(src), dst, n);
+      break;
+    case DType::IQ1_M:
+      ref::dequantize_row_iq1_m(static_cast<const BlockIQ1_M*>(src), dst, n);
+      break;
     case DType::I32: {
       const auto* s = static_cast<const int32_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
@@ -329,6 +352,16 @@ void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
     case DType::MXFP4:
       ref::quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n);
       break;
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+      // Not written here (is_grid_iquant): the op table and the callers keep conversions away.
+      std::memset(dst, 0, row_bytes(type, n));
+      break;
     case DType::I32: {
       auto* d = static_cast<int32_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = static_cast<int32_t>(src[i]);
@@ -340,6 +373,67 @@ void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
 void quantize_weights(DType type, const float* src, void* dst, int64_t n) noexcept {
   if (type == DType::IQ4_NL) return ref::quantize_row_iq4_nl_searched(src, static_cast<BlockIQ4_NL*>(dst), n);
   from_f32_row(type, src, dst, n);
+}
+
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+uint64_t splitmix64(uint64_t& state) noexcept {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The largest |d * sc * v| a grid I-quant block reaches per unit of its fp16 d.
+float grid_reach(DType type) noexcept {
+  switch (type) {
+    case DType::IQ3_XXS:
+      return 62.0f * 31 / 4;
+    case DType::IQ3_S:
+      return 15.0f * 31;
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+      return 9.0f * 15 / 8;
+    default:  // IQ2_*: grid values up to 43, scales up to 31, times 1/8
+      return 43.0f * 31 / 8;
+  }
+}
+
+}  // namespace
+
+void random_blocks(DType type, uint64_t seed, float amax, void* dst, int64_t n) noexcept {
+  uint64_t state = seed;
+  if (!is_grid_iquant(type)) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = amax * (static_cast<float>(splitmix64(state) >> 40) / 8388608.0f - 1.0f);
+    from_f32_row(type, x.data(), dst, n);
+    return;
+  }
+  const size_t bytes = row_bytes(type, n), block = traits(type).block_bytes;
+  auto* p = static_cast<uint8_t*>(dst);
+  for (size_t i = 0; i < bytes; i += 8) {
+    const uint64_t r = splitmix64(state);
+    std::memcpy(p + i, &r, std::min<size_t>(8, bytes - i));
+  }
+  for (size_t b = 0; b < bytes; b += block) {
+    // A block scale in [0.5, 1] * amax / reach, of either sign.
+    const uint64_t r = splitmix64(state);
+    const float u = static_cast<float>(r >> 40) / 16777216.0f;
+    const float d = (0.5f + 0.5f * u) * amax / grid_reach(type) * ((r & 1) != 0 ? -1.0f : 1.0f);
+    const uint16_t h = fp32_to_fp16(d);
+    if (type == DType::IQ1_M) {  // d's nibbles at the top of the four scale words
+      uint16_t sc[4];
+      std::memcpy(sc, p + b + 48, 8);
+      for (int w = 0; w < 4; ++w)
+        sc[w] = static_cast<uint16_t>((sc[w] & 0x0fff) | (((h >> (4 * w)) & 0xf) << 12));
+      std::memcpy(p + b + 48, sc, 8);
+    } else {
+      std::memcpy(p + b, &h, 2);
+    }
+  }
 }
 
 }  // namespace tessera

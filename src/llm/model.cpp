@@ -408,6 +408,8 @@ std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOpt
   for (const WeightSpec& ws : plan.specs()) {
     if (ws.optional) continue;  // a synthetic Llama has no rope factors
     const DType type = ws.ne[1] == 1 ? DType::F32 : spec.type;
+    if (is_grid_iquant(type))
+      raise(ErrorCode::Unsupported, "synthetic model: {} weights are not written here", tessera::name(type));
     if (ws.ne[0] % traits(type).block_size != 0)
       raise(ErrorCode::InvalidArgument, "synthetic model: tensor {} of type {} needs ne0 divisible by {}",
             ws.name, tessera::name(type), traits(type).block_size);

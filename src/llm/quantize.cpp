@@ -375,7 +375,8 @@ const FileType& file_type(std::string_view name) {
 
 DType tensor_type(std::string_view name) {
   for (DType t : kAllDTypes)
-    if (t != DType::Q8_K && t != DType::I32 && equal_nocase(tessera::name(t), name)) return t;
+    if (t != DType::Q8_K && t != DType::I32 && !is_grid_iquant(t) && equal_nocase(tessera::name(t), name))
+      return t;
   raise(ErrorCode::InvalidArgument,
         "unknown tensor type '{}' (one of: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k "
         "iq4_nl "

@@ -58,6 +58,13 @@ bool decodes_blocks(DType type) noexcept {
     case DType::Q8_K:
     case DType::IQ4_NL:
     case DType::IQ4_XS:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
     case DType::MXFP4:
       return true;
     default:

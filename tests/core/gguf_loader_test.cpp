@@ -223,7 +223,7 @@ TEST(GgufLoader, RefusesWhatItCannotLoad) {
   Writer w;
   const std::vector<uint8_t> block(66);
   const int64_t ne[1] = {256};
-  w.add_tensor_raw("blk.0.iq2", 16, ne, block.data(), block.size());
+  w.add_tensor_raw("blk.0.tq2", 35, ne, block.data(), block.size());  // tq2_0: ggml's, not Tessera's
   const auto bytes = w.to_bytes();
   const File f = File::parse(bytes);
   Context ctx;
@@ -232,7 +232,7 @@ TEST(GgufLoader, RefusesWhatItCannotLoad) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("'blk.0.iq2' has type iq2_xxs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'blk.0.tq2' has type tq2_0"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(ctx.tensors().empty());  // nothing half-created
   const Sample s = sample_file();

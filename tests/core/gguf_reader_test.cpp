@@ -135,12 +135,13 @@ TEST(GgufReader, NoTensorsNeedsNoPadding) {
 // A tensor type ggml knows but Tessera cannot compute with still opens (it can be dumped).
 TEST(GgufReader, ForeignGgmlTypesOpen) {
   Bytes b;
-  b.header(3, 1, 0).tensor_info("k", {256, 2}, 16, 0).pad_to(32).zeros(132);  // iq2_xxs: 66 bytes a block
+  b.header(3, 1, 0).tensor_info("k", {256, 2}, 35, 0).pad_to(32).zeros(132);  // tq2_0: 66 bytes a block
   const File f = File::parse(b.span());
   ASSERT_EQ(f.tensors().size(), 1u);
   EXPECT_FALSE(f.tensors()[0].supported());
   EXPECT_FALSE(f.tensors()[0].type.has_value());
   EXPECT_EQ(f.tensors()[0].nbytes, 132u);
+  EXPECT_EQ(ggml_type(35)->name, "tq2_0");
   EXPECT_EQ(ggml_type(16)->name, "iq2_xxs");
 }
 

@@ -155,6 +155,13 @@ TEST(GgufRoundTrip, EveryTensorType) {
   make("q8_K", 15, 256, 292);
   make("iq4_nl", 20, 32, 18);
   make("iq4_xs", 23, 256, 136);
+  make("iq2_xxs", 16, 256, 66);
+  make("iq2_xs", 17, 256, 74);
+  make("iq2_s", 22, 256, 82);
+  make("iq3_xxs", 18, 256, 98);
+  make("iq3_s", 21, 256, 110);
+  make("iq1_s", 19, 256, 50);
+  make("iq1_m", 29, 256, 56);
   make("mxfp4", 39, 32, 17);
   for (DType t : kAllDTypes) {
     const auto& x =
@@ -167,11 +174,8 @@ TEST(GgufRoundTrip, EveryTensorType) {
     uint32_t id;
     int64_t bs;
     size_t bytes;
-  } others[] = {{"q8_1", 9, 32, 36},      {"iq2_xxs", 16, 256, 66}, {"iq2_xs", 17, 256, 74},
-                {"iq3_xxs", 18, 256, 98}, {"iq1_s", 19, 256, 50},   {"iq3_s", 21, 256, 110},
-                {"iq2_s", 22, 256, 82},   {"i8", 24, 1, 1},         {"i16", 25, 1, 2},
-                {"i64", 27, 1, 8},        {"f64", 28, 1, 8},        {"iq1_m", 29, 256, 56},
-                {"tq1_0", 34, 256, 54},   {"tq2_0", 35, 256, 66}};
+  } others[] = {{"q8_1", 9, 32, 36}, {"i8", 24, 1, 1},       {"i16", 25, 1, 2},      {"i64", 27, 1, 8},
+                {"f64", 28, 1, 8},   {"tq1_0", 34, 256, 54}, {"tq2_0", 35, 256, 66}};
   for (const auto& o : others) {
     make(o.name, o.id, o.bs, o.bytes);
     const auto& x = expect.back();

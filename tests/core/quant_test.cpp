@@ -380,6 +380,44 @@ TEST(QuantRows, TypeDispatchMatchesScalar) {
   for (DType t : kAllDTypes) {
     if (t == DType::I32) continue;
     std::vector<char> a(row_bytes(t, n)), r(row_bytes(t, n));
+    if (is_grid_iquant(t)) {
+      // Never written here: from_f32_row leaves zero blocks; to_f32_row reaches the decoders.
+      std::fill(a.begin(), a.end(), char{1});
+      from_f32_row(t, x.data(), a.data(), n);
+      EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](char c) { return c == 0; })) << name(t);
+      random_blocks(t, 5, 1.0f, a.data(), n);
+      std::vector<float> ya(static_cast<size_t>(n)), yr(static_cast<size_t>(n));
+      to_f32_row(t, a.data(), ya.data(), n);
+      switch (t) {
+        case DType::IQ2_XXS:
+          ref::dequantize_row_iq2_xxs(reinterpret_cast<const BlockIQ2_XXS*>(a.data()), yr.data(), n);
+          break;
+        case DType::IQ2_XS:
+          ref::dequantize_row_iq2_xs(reinterpret_cast<const BlockIQ2_XS*>(a.data()), yr.data(), n);
+          break;
+        case DType::IQ2_S:
+          ref::dequantize_row_iq2_s(reinterpret_cast<const BlockIQ2_S*>(a.data()), yr.data(), n);
+          break;
+        case DType::IQ3_XXS:
+          ref::dequantize_row_iq3_xxs(reinterpret_cast<const BlockIQ3_XXS*>(a.data()), yr.data(), n);
+          break;
+        case DType::IQ3_S:
+          ref::dequantize_row_iq3_s(reinterpret_cast<const BlockIQ3_S*>(a.data()), yr.data(), n);
+          break;
+        case DType::IQ1_S:
+          ref::dequantize_row_iq1_s(reinterpret_cast<const BlockIQ1_S*>(a.data()), yr.data(), n);
+          break;
+        default:
+          ref::dequantize_row_iq1_m(reinterpret_cast<const BlockIQ1_M*>(a.data()), yr.data(), n);
+      }
+      for (size_t i = 0; i < ya.size(); ++i) ASSERT_EQ(bits(ya[i]), bits(yr[i])) << name(t) << " " << i;
+      // random_blocks keeps the values within about +-amax, and not all zero.
+      float amax = 0;
+      for (float v : ya) amax = std::max(amax, std::fabs(v));
+      EXPECT_GT(amax, 0.2f) << name(t);
+      EXPECT_LE(amax, 1.0f) << name(t);
+      continue;
+    }
     from_f32_row(t, x.data(), a.data(), n);
     switch (t) {
       case DType::F32:

@@ -79,6 +79,30 @@ TEST(CpuGetRows, QuantizedRowsDequantize) {
     }
 }
 
+TEST(CpuGetRows, GridIQuantRowsDequantize) {
+  // Rows of random blocks of each grid I-quant (two super-blocks a row), picked out of order and
+  // twice: each output row has the bits of its source row's decoding.
+  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
+                  DType::IQ1_M}) {
+    SCOPED_TRACE(std::string(name(t)));
+    Context ctx(true);
+    Tensor* a = ctx.new_tensor(t, 512, 3);
+    for (int r = 0; r < 3; ++r)
+      random_blocks(t, 11 + static_cast<uint64_t>(r), 2.0f, test::elem_ptr(*a, 0, r), 512);
+    Tensor* idx = ctx.new_tensor(DType::I32, 4);
+    fill_i32(idx, {2, 0, 2, 1});
+    Tensor* out = ops::get_rows(ctx, a, idx);
+    compute(out);
+    const int pick[4] = {2, 0, 2, 1};
+    std::vector<float> want(512);
+    for (int k = 0; k < 4; ++k) {
+      to_f32_row(t, test::elem_ptr(*a, 0, pick[k]), want.data(), 512);
+      for (int j = 0; j < 512; ++j)
+        ASSERT_EQ(test::get(*out, j, k), want[static_cast<size_t>(j)]) << k << " " << j;
+    }
+  }
+}
+
 TEST(CpuGetRows, I32RowsStayI32) {
   Context ctx(true);
   Tensor* a = ctx.new_tensor(DType::I32, 2, 3);

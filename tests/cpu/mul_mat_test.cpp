@@ -10,7 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "core/iq_grids.h"
 #include "cpu/ops/mul_mat_kernels.h"
+#if defined(__x86_64__)
+#include "cpu/ops/mul_mat_kquants_avx2.h"
+#endif
 #include "support/tensor_data.h"
 #include "tessera/blocks.h"
 #include "tessera/context.h"
@@ -907,3 +911,66 @@ TEST(CpuMulMat, ZeroLengthRowsGiveZeros) {
 }
 
 }  // namespace
+
+#if defined(__x86_64__)
+namespace {
+
+// The SIMD tiles' decoding of a grid I-quant chunk and of the block's scales, for comparison with
+// the scalar decoder (core/iq_grids.h).
+template <class Block>
+TESSERA_AVX2 void simd_chunk(const Block& b, int c, int8_t* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), cpu::mm::kq::grid_chunk(b, c));
+}
+template <class Block>
+TESSERA_AVX2 void simd_scales(const Block& b, int16_t* lo, int16_t* hi, float& d) {
+  const cpu::mm::kq::Scales s = cpu::mm::kq::scales_of(b);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), s.lo);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), s.hi);
+  d = s.d;
+}
+
+template <class Block>
+void check_grid_decoding(DType type) {
+  SCOPED_TRACE(std::string(name(type)));
+  constexpr int kBlocks = 64;
+  std::vector<Block> blocks(kBlocks);
+  random_blocks(type, 3, 1.0f, blocks.data(), kBlocks * 256);
+  for (const Block& b : blocks) {
+    iq::Unpacked u;
+    iq::unpack(b, u);
+    for (int c = 0; c < 8; ++c) {
+      int8_t got[32];
+      simd_chunk(b, c, got);
+      ASSERT_EQ(0, std::memcmp(got, u.v + 32 * c, 32)) << "chunk " << c;
+    }
+    int16_t lo[16], hi[16];
+    float d;
+    simd_scales(b, lo, hi, d);
+    EXPECT_EQ(d, u.d);
+    for (int i = 0; i < 8; ++i) {
+      if (cpu::mm::kq::kGroups16<Block>) {  // one scale per 16 elements: 0..7, then 8..15
+        ASSERT_EQ(lo[i], u.sc[i]) << i;
+        ASSERT_EQ(hi[i], u.sc[8 + i]) << i;
+      } else {  // one per chunk, equal in pairs
+        ASSERT_EQ(lo[i], u.sc[2 * i]) << i;
+        ASSERT_EQ(lo[8 + i], u.sc[2 * i]) << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(CpuMulMat, SimdGridIQuantDecodingMatchesTheScalarDecoder) {
+  // The AVX2 (and AVX-512) tiles decode the grid I-quants in registers: every chunk's values and
+  // the block's scales equal the scalar decoder's, on random blocks of each type.
+  if (cpu::mm::avx2_kernels() == nullptr) return;  // no AVX2: only the scalar decoder runs
+  check_grid_decoding<BlockIQ2_XXS>(DType::IQ2_XXS);
+  check_grid_decoding<BlockIQ2_XS>(DType::IQ2_XS);
+  check_grid_decoding<BlockIQ2_S>(DType::IQ2_S);
+  check_grid_decoding<BlockIQ3_XXS>(DType::IQ3_XXS);
+  check_grid_decoding<BlockIQ3_S>(DType::IQ3_S);
+  check_grid_decoding<BlockIQ1_S>(DType::IQ1_S);
+  check_grid_decoding<BlockIQ1_M>(DType::IQ1_M);
+}
+#endif

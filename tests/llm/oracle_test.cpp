@@ -101,6 +101,12 @@ const Oracle kQuantOracles[] = {
     {"tiny-llama-q2_k", 5e-4},   {"tiny-llama-q3_k", 5e-4},  {"tiny-llama-q4_k", 5e-4},
     {"tiny-llama-q5_k", 5e-4},   {"tiny-llama-q6_k", 5e-4},  {"tiny-llama-iq4_nl", 5e-4},
     {"tiny-llama-q4_k_m", 5e-4}, {"tiny-llama-q5_k_m", 5e-4}};
+// The I-quants (every 2-D weight in one type, then llama-quantize's IQ2_M and IQ3_M mixes).
+const Oracle kIQuantOracles[] = {{"tiny-llama-iq1_s", 5e-4},   {"tiny-llama-iq1_m", 5e-4},
+                                 {"tiny-llama-iq2_xxs", 5e-4}, {"tiny-llama-iq2_xs", 5e-4},
+                                 {"tiny-llama-iq2_s", 5e-4},   {"tiny-llama-iq3_xxs", 5e-4},
+                                 {"tiny-llama-iq3_s", 5e-4},   {"tiny-llama-iq4_xs", 5e-4},
+                                 {"tiny-llama-iq2_m", 5e-4},   {"tiny-llama-iq3_m", 5e-4}};
 // Mixtures of experts: Qwen3-MoE in F32 and llama-quantize's Q4_K_M mix (3-D expert tensors in
 // Q4_K/Q6_K), Mixtral (llama with experts).
 const Oracle kMoeOracles[] = {
@@ -129,6 +135,8 @@ std::vector<OracleRun> runs() {
   on("CPU", kFloatOracles, /*flash_attn=*/true);
   on("CPU", kQuantOracles);
   on("CPU", kQuantOracles, /*flash_attn=*/true);
+  on("CPU", kIQuantOracles);
+  on("CPU", kIQuantOracles, /*flash_attn=*/true);
   on("CPU", kMoeOracles, false, /*moe=*/true);
   on("CPU", kMoeOracles, /*flash_attn=*/true, /*moe=*/true);
   on("CPU", kGptOssOracles, false, /*moe=*/true);
@@ -141,6 +149,7 @@ std::vector<OracleRun> runs() {
   // Built with the OpenCL runtime, the test runs where its PoCL devices are: a missing one fails.
   on("OpenCL0", kFloatOracles);
   on("OpenCL0", kQuantOracles);
+  on("OpenCL0", kIQuantOracles);
   on("OpenCL0", kMoeOracles, false, /*moe=*/true);
   on("OpenCL0,OpenCL1", kFloatOracles);
   on("OpenCL0,OpenCL1", kQuantOracles);

@@ -6,6 +6,8 @@
 // the tests stay an independent check.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -103,7 +105,9 @@ inline void for_each(const Tensor& t,
 }
 
 // Writes values in logical row-major order through t's strides. A quantized tensor (rows must be
-// contiguous) is quantized row by row, as files store it.
+// contiguous) is quantized row by row, as files store it; the grid I-quants, which nothing writes
+// from floats, get random blocks of the row's magnitude instead (random_blocks, seeded by the row's
+// values), so callers take what the tensor holds from to_f32_row.
 inline void fill(const Tensor* t, const std::vector<float>& values) {
   ASSERT_EQ(static_cast<int64_t>(values.size()), t->nelements());
   if (is_quantized(t->type)) {
@@ -111,8 +115,22 @@ inline void fill(const Tensor* t, const std::vector<float>& values) {
     size_t k = 0;
     for (int64_t i3 = 0; i3 < t->ne[3]; ++i3)
       for (int64_t i2 = 0; i2 < t->ne[2]; ++i2)
-        for (int64_t i1 = 0; i1 < t->ne[1]; ++i1, k += static_cast<size_t>(t->ne[0]))
-          from_f32_row(t->type, values.data() + k, elem_ptr(*t, 0, i1, i2, i3), t->ne[0]);
+        for (int64_t i1 = 0; i1 < t->ne[1]; ++i1, k += static_cast<size_t>(t->ne[0])) {
+          if (!is_grid_iquant(t->type)) {
+            from_f32_row(t->type, values.data() + k, elem_ptr(*t, 0, i1, i2, i3), t->ne[0]);
+            continue;
+          }
+          float amax = 0.0f;
+          uint64_t seed = k;
+          for (int64_t i = 0; i < t->ne[0]; ++i) {
+            const float v = values[k + static_cast<size_t>(i)];
+            amax = std::max(amax, std::fabs(v));
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            seed = seed * 0x100000001b3ull ^ bits;
+          }
+          random_blocks(t->type, seed, amax, elem_ptr(*t, 0, i1, i2, i3), t->ne[0]);
+        }
     return;
   }
   for_each(*t, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3, size_t k) {

@@ -39,11 +39,13 @@ struct Result {
   double gb_per_s;        // weight bytes read per second (generation only; 0 for prompts)
 };
 
-// Types the synthetic model can have: those a weight can be (matrix products and row lookups).
+// Types the synthetic model can have: those a weight can be (matrix products and row lookups) and
+// Tessera writes (not the grid I-quants).
 std::vector<std::string> weight_type_names() {
   std::vector<std::string> names;
   for (DType t : kAllDTypes)
-    if (op_source_types(Op::MulMat, 0).contains(t) && op_source_types(Op::GetRows, 0).contains(t))
+    if (op_source_types(Op::MulMat, 0).contains(t) && op_source_types(Op::GetRows, 0).contains(t) &&
+        !is_grid_iquant(t))
       names.emplace_back(tessera::name(t));
   return names;
 }

@@ -182,6 +182,20 @@ mm::WeightKind kind_of(DType type) {
       return mm::WeightKind::Q6_K;
     case DType::IQ4_XS:
       return mm::WeightKind::IQ4_XS;
+    case DType::IQ2_XXS:
+      return mm::WeightKind::IQ2_XXS;
+    case DType::IQ2_XS:
+      return mm::WeightKind::IQ2_XS;
+    case DType::IQ2_S:
+      return mm::WeightKind::IQ2_S;
+    case DType::IQ3_XXS:
+      return mm::WeightKind::IQ3_XXS;
+    case DType::IQ3_S:
+      return mm::WeightKind::IQ3_S;
+    case DType::IQ1_S:
+      return mm::WeightKind::IQ1_S;
+    case DType::IQ1_M:
+      return mm::WeightKind::IQ1_M;
     default:
       return mm::WeightKind::F32;
   }

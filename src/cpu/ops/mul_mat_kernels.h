@@ -14,9 +14,9 @@
 // c = 8 * sum(q) * d (what Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the
 // unsigned nibbles directly), then K/32 f32 values s = fp16(sum(q) * amax / 127) (ggml's Q8_1 sum,
 // which the minimum of Q4_1/Q5_1 multiplies), then K/32 int32 sums sum(q) (what the interleaved Q4_0
-// kernels take Q4_0's offset of 8 back with, exactly). For the K-quants and IQ4_XS, b is quantized to Q8_K
-// into the "q8k row" layout: K int8 quants, K/256 f32 scales, K/16 int16 sums of 16 quants; a table
-// whose tiles want the quants regrouped (pair_q8k_row) has them regrouped right after quantizing.
+// kernels take Q4_0's offset of 8 back with, exactly). For the K-quants and the 256-element I-quants, b is
+// quantized to Q8_K into the "q8k row" layout: K int8 quants, K/256 f32 scales, K/16 int16 sums of 16 quants;
+// a table whose tiles want the quants regrouped (pair_q8k_row) has them regrouped right after quantizing.
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -69,6 +69,13 @@ enum class WeightKind : int {
   Q5_K,
   Q6_K,
   IQ4_XS,
+  IQ2_XXS,
+  IQ2_XS,
+  IQ2_S,
+  IQ3_XXS,
+  IQ3_S,
+  IQ1_S,
+  IQ1_M,
   Count_
 };
 inline constexpr int kWeightKinds = static_cast<int>(WeightKind::Count_);
@@ -127,7 +134,7 @@ void for_each_q8_kind(F&& f) {
   f.template operator()<BlockIQ4_NL>(static_cast<int>(WeightKind::IQ4_NL));
   f.template operator()<BlockMXFP4>(static_cast<int>(WeightKind::MXFP4));
 }
-// and for those whose b is a q8k row (the K-quants and IQ4_XS):
+// and for those whose b is a q8k row (the K-quants, IQ4_XS and the grid I-quants):
 template <class F>
 void for_each_q8k_kind(F&& f) {
   f.template operator()<BlockQ2_K>(static_cast<int>(WeightKind::Q2_K));
@@ -136,6 +143,13 @@ void for_each_q8k_kind(F&& f) {
   f.template operator()<BlockQ5_K>(static_cast<int>(WeightKind::Q5_K));
   f.template operator()<BlockQ6_K>(static_cast<int>(WeightKind::Q6_K));
   f.template operator()<BlockIQ4_XS>(static_cast<int>(WeightKind::IQ4_XS));
+  f.template operator()<BlockIQ2_XXS>(static_cast<int>(WeightKind::IQ2_XXS));
+  f.template operator()<BlockIQ2_XS>(static_cast<int>(WeightKind::IQ2_XS));
+  f.template operator()<BlockIQ2_S>(static_cast<int>(WeightKind::IQ2_S));
+  f.template operator()<BlockIQ3_XXS>(static_cast<int>(WeightKind::IQ3_XXS));
+  f.template operator()<BlockIQ3_S>(static_cast<int>(WeightKind::IQ3_S));
+  f.template operator()<BlockIQ1_S>(static_cast<int>(WeightKind::IQ1_S));
+  f.template operator()<BlockIQ1_M>(static_cast<int>(WeightKind::IQ1_M));
 }
 
 // How b is prepared for a weight kind.
@@ -197,7 +211,7 @@ void fill_bf16_scalar(KernelTable& t);
 void fill_bf16_avx2(KernelTable& t);    // only called where the CPU has AVX2/FMA/F16C
 void fill_bf16_avx512(KernelTable& t);  // only called where the CPU has AVX512_BF16 too
 
-// The K-quant and IQ4_XS tile kernels, in files of their own (mul_mat_kquants*.cpp).
+// The K-quant and 256-element I-quant tile kernels, in files of their own (mul_mat_kquants*.cpp).
 void fill_kquant_scalar(KernelTable& t);
 void fill_kquant_avx2(KernelTable& t);    // only called where the CPU has AVX2/FMA/F16C
 void fill_kquant_avx512(KernelTable& t);  // only called where the CPU has the AVX-512 table's ISA

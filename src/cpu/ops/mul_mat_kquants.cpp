@@ -1,9 +1,12 @@
-// Portable scalar MUL_MAT tile kernels of the K-quants (Q2_K ... Q6_K) and IQ4_XS against b in Q8_K
-// (the q8k rows of mul_mat_kernels.h), as ggml's CPU computes them: per super-block, integer sums
-// of quants times b's quants per group, weighted by the group scales; the minimums through b's
-// group sums.
+// Portable scalar MUL_MAT tile kernels of the K-quants (Q2_K ... Q6_K), IQ4_XS and the grid
+// I-quants (IQ2_XXS ... IQ1_M) against b in Q8_K (the q8k rows of mul_mat_kernels.h), as ggml's CPU
+// computes them: per super-block, integer sums of quants times b's quants per group, weighted by
+// the group scales; the minimums through b's group sums. The grid I-quants' integers are those of
+// core/iq_grids.h (IQ1's shift of 1/8 made whole, so the sums stay exact).
+#include <algorithm>
 #include <utility>
 
+#include "core/iq_grids.h"
 #include "cpu/ops/mul_mat_kernels.h"
 #include "tessera/blocks.h"
 #include "tessera/convert.h"
@@ -102,6 +105,24 @@ void unpack(const BlockIQ4_XS& b, Unpacked& u) noexcept {
     }
   }
 }
+
+template <class Block>
+void unpack_grid(const Block& b, Unpacked& u) noexcept {
+  iq::Unpacked g;
+  iq::unpack(b, g);
+  std::copy(g.v, g.v + 256, u.v);
+  std::copy(g.sc, g.sc + 16, u.sc);
+  std::fill(u.mn, u.mn + 16, int16_t{0});
+  u.d = g.d;
+  u.dmin = 0.0f;
+}
+void unpack(const BlockIQ2_XXS& b, Unpacked& u) noexcept { unpack_grid(b, u); }
+void unpack(const BlockIQ2_XS& b, Unpacked& u) noexcept { unpack_grid(b, u); }
+void unpack(const BlockIQ2_S& b, Unpacked& u) noexcept { unpack_grid(b, u); }
+void unpack(const BlockIQ3_XXS& b, Unpacked& u) noexcept { unpack_grid(b, u); }
+void unpack(const BlockIQ3_S& b, Unpacked& u) noexcept { unpack_grid(b, u); }
+void unpack(const BlockIQ1_S& b, Unpacked& u) noexcept { unpack_grid(b, u); }
+void unpack(const BlockIQ1_M& b, Unpacked& u) noexcept { unpack_grid(b, u); }
 
 // One super-block's share of the dot product with b's super-block j.
 float superblock_dot(const Unpacked& u, const Q8KRow& b, int64_t j) noexcept {

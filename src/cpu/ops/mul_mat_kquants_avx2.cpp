@@ -1,14 +1,14 @@
-// AVX2 MUL_MAT tile kernels of the K-quants (Q2_K ... Q6_K) and IQ4_XS against b in Q8_K, and the
-// AVX2 Q8_K quantizer (bit for bit ref::quantize_row_q8_k). Chosen at run time with the other AVX2
-// kernels (mul_mat_avx2.cpp).
+// AVX2 MUL_MAT tile kernels of the K-quants (Q2_K ... Q6_K), IQ4_XS and the grid I-quants (IQ2_XXS
+// ... IQ1_M) against b in Q8_K, and the AVX2 Q8_K quantizer (bit for bit ref::quantize_row_q8_k).
+// Chosen at run time with the other AVX2 kernels (mul_mat_avx2.cpp).
 //
 // A super-block is eight chunks of 32 elements. Each chunk's quants become 32 unsigned bytes u (or
-// signed values for IQ4_XS), maddubs multiplies them with b's quants into int16 pair sums, and madd
-// weights those with the group scales into eight int32 lanes (lane l: elements 4l..4l + 3 of every
-// chunk); one float multiply-add per super-block applies d_a * d_b. Two chunks share each madd (see
-// Pair; b's quants are stored in that order). Offsets folded into u (Q3_K's 4, Q6_K's 32) are taken
-// back exactly in integers through b's group sums; the minimums of Q2_K/Q4_K/Q5_K through them in
-// float. A tile runs its weight rows one after another, each against all its b columns.
+// signed values for IQ4_XS and the grid I-quants, decoded by core/iq_grids.h), maddubs multiplies them with
+// b's quants into int16 pair sums, and madd weights those with the group scales into eight int32 lanes (lane
+// l: elements 4l..4l + 3 of every chunk); one float multiply-add per super-block applies d_a * d_b. Two
+// chunks share each madd (see Pair; b's quants are stored in that order). Offsets folded into u (Q3_K's 4,
+// Q6_K's 32) are taken back exactly in integers through b's group sums; the minimums of Q2_K/Q4_K/Q5_K
+// through them in float. A tile runs its weight rows one after another, each against all its b columns.
 #include "cpu/ops/mul_mat_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -34,7 +34,6 @@ using namespace kq;
 template <class Block, int RN>
 TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
                                     int64_t j0, int64_t j1, __m256 (&acc)[RN]) {
-  constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS>;
   const __m256i swap = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap));
   for (int64_t j = j0; j < j1; ++j) {
     const Block& blk = row[j];
@@ -51,7 +50,7 @@ TESSERA_AVX2 inline void row_kquant(const Block* row, size_t ahead_bytes, const 
       chunk_pair(blk, i, u0, u1);
       const Pair p = pair_of(u0, u1, swap);
       const __m256i sc = pair_scales<Block>(s, i);
-      if constexpr (kSignedQ) {
+      if constexpr (kSignedQ<Block>) {
         // maddubs wants the unsigned operand: a's sign moves onto b. Two int16 pair sums of
         // IQ4_XS could overflow, so each half gets its own madd.
         const __m256i a0 = _mm256_sign_epi8(p.first, p.first), a1 = _mm256_sign_epi8(p.second, p.second);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/iq_grids.h"
 #include "cpu/ops/mul_mat_avx2.h"
 #include "tessera/blocks.h"
 #include "tessera/convert.h"
@@ -17,13 +18,24 @@ namespace tessera::cpu::mm::kq {
 TESSERA_AVX2 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 template <class Block>
-constexpr bool kGroups16 =
-    std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>;
+constexpr bool kGroups16 = std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K> ||
+                           std::is_same_v<Block, BlockQ6_K> || std::is_same_v<Block, BlockIQ2_XS> ||
+                           std::is_same_v<Block, BlockIQ2_S> || std::is_same_v<Block, BlockIQ1_M>;
+// The grid I-quants (core/iq_grids.h).
+template <class Block>
+constexpr bool kGridIQ = std::is_same_v<Block, BlockIQ2_XXS> || std::is_same_v<Block, BlockIQ2_XS> ||
+                         std::is_same_v<Block, BlockIQ2_S> || std::is_same_v<Block, BlockIQ3_XXS> ||
+                         std::is_same_v<Block, BlockIQ3_S> || std::is_same_v<Block, BlockIQ1_S> ||
+                         std::is_same_v<Block, BlockIQ1_M>;
+// Formats whose unpacked quants are signed (never -128), which maddubs takes as |a| with a's sign
+// moved onto b.
+template <class Block>
+constexpr bool kSignedQ = std::is_same_v<Block, BlockIQ4_XS> || kGridIQ<Block>;
 // How b's group sums enter: not at all, times dmin (the minimums), or exactly in the integer sum
 // (the offsets of Q3_K and Q6_K, times d).
 enum class Sums { None, Min, Offset };
 template <class Block>
-constexpr Sums kSums = std::is_same_v<Block, BlockIQ4_XS>                                       ? Sums::None
+constexpr Sums kSums = kSignedQ<Block>                                                          ? Sums::None
                        : (std::is_same_v<Block, BlockQ3_K> || std::is_same_v<Block, BlockQ6_K>) ? Sums::Offset
                                                                                                 : Sums::Min;
 
@@ -224,6 +236,127 @@ TESSERA_AVX2 inline void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
   u0 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x20));
   u1 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// The grid I-quants: the 16 scales of iq::scales_of, and chunks decoded by iq::chunk_of.
+template <class Block>
+requires kGridIQ<Block> TESSERA_AVX2 inline Scales scales_of(const Block& b) {
+  alignas(32) int16_t sc[16];
+  iq::scales_of(b, sc);
+  const __m256i s16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+  Scales s;
+  if constexpr (kGroups16<Block>) {
+    split16(s16, s);
+  } else {  // equal in pairs: the eight chunk scales
+    const __m256i chunk = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0,
+                                                  1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)),
+        0x88);
+    s.lo = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(chunk));
+    s.hi = s.lo;
+  }
+  s.sums = _mm256_setzero_si256();
+  s.d = iq::scale_of(b);
+  s.dmin = 0.0f;
+  return s;
+}
+
+// Chunk c of a grid I-quant as iq::chunk_of decodes it: four 8-byte grid points g (64-bit words;
+// IQ3's pairs of 4-byte points) and their signs as byte masks m (0xff negates the element:
+// v = (g ^ m) - m), or for IQ1 the points of {-1, 0, 1} as 8 g plus a shift of +-1 per 8 elements.
+inline constexpr uint64_t kEveryByte = 0x0101010101010101ull;
+// The byte mask of each sign byte (bit j: byte j is 0xff).
+struct SignMasks {
+  uint64_t of_byte[256];
+  constexpr SignMasks() : of_byte{} {
+    for (int s = 0; s < 256; ++s)
+      for (int j = 0; j < 8; ++j)
+        if ((s >> j) & 1) of_byte[s] |= 0xffull << (8 * j);
+  }
+};
+inline constexpr SignMasks kSignMasks;
+// The mask of a 7-bit sign index (iq::kSigns' byte).
+TESSERA_AVX2 inline uint64_t index_mask(uint32_t i) { return kSignMasks.of_byte[iq::kSigns.v[i & 127]]; }
+TESSERA_AVX2 inline __m256i signed_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t m0,
+                                          uint64_t m1, uint64_t m2, uint64_t m3) {
+  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2),
+                                      static_cast<int64_t>(g1), static_cast<int64_t>(g0));
+  const __m256i neg = _mm256_set_epi64x(static_cast<int64_t>(m3), static_cast<int64_t>(m2),
+                                        static_cast<int64_t>(m1), static_cast<int64_t>(m0));
+  return _mm256_sub_epi8(_mm256_xor_si256(g, neg), neg);
+}
+TESSERA_AVX2 inline __m256i shifted_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, int h0, int h1,
+                                           int h2, int h3) {
+  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2),
+                                      static_cast<int64_t>(g1), static_cast<int64_t>(g0));
+  auto fill = [](int h) { return static_cast<int64_t>(h < 0 ? ~0ull : kEveryByte); };
+  const __m256i shift = _mm256_set_epi64x(fill(h3), fill(h2), fill(h1), fill(h0));
+  return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), shift);
+}
+
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_XXS& b, int c) {
+  const uint32_t idx = b.qs[4 * c] | (static_cast<uint32_t>(b.qs[4 * c + 1]) << 16);
+  const uint32_t aux = b.qs[4 * c + 2] | (static_cast<uint32_t>(b.qs[4 * c + 3]) << 16);
+  const auto& G = iq::kIq2xxsGrid;
+  return signed_points(G[idx & 0xff], G[(idx >> 8) & 0xff], G[(idx >> 16) & 0xff], G[idx >> 24],
+                       index_mask(aux), index_mask(aux >> 7), index_mask(aux >> 14), index_mask(aux >> 21));
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_XS& b, int c) {
+  const uint16_t* q = b.qs + 4 * c;
+  const auto& G = iq::kIq2xsGrid;
+  return signed_points(G[q[0] & 511], G[q[1] & 511], G[q[2] & 511], G[q[3] & 511], index_mask(q[0] >> 9),
+                       index_mask(q[1] >> 9), index_mask(q[2] >> 9), index_mask(q[3] >> 9));
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_S& b, int c) {
+  const uint8_t* q = b.qs + 4 * c;
+  const uint8_t* s = b.qs + 32 + 4 * c;
+  const int qh = b.qh[c];
+  const auto& G = iq::kIq2sGrid;
+  return signed_points(G[q[0] | ((qh << 8) & 0x300)], G[q[1] | ((qh << 6) & 0x300)],
+                       G[q[2] | ((qh << 4) & 0x300)], G[q[3] | ((qh << 2) & 0x300)], kSignMasks.of_byte[s[0]],
+                       kSignMasks.of_byte[s[1]], kSignMasks.of_byte[s[2]], kSignMasks.of_byte[s[3]]);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_XXS& b, int c) {
+  const uint8_t* q = b.qs + 8 * c;
+  const uint32_t aux = iq::load_u32(b.qs + 64 + 4 * c);
+  const auto& G = iq::kIq3xxsGrid;
+  auto pair = [&](int l) { return G[q[2 * l]] | (static_cast<uint64_t>(G[q[2 * l + 1]]) << 32); };
+  return signed_points(pair(0), pair(1), pair(2), pair(3), index_mask(aux), index_mask(aux >> 7),
+                       index_mask(aux >> 14), index_mask(aux >> 21));
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_S& b, int c) {
+  const uint8_t* q = b.qs + 8 * c;
+  const uint8_t* s = b.signs + 4 * c;
+  const int qh = b.qh[c];
+  const auto& G = iq::kIq3sGrid;
+  auto pair = [&](int l) {
+    return G[q[2 * l] | ((qh << (8 - 2 * l)) & 256)] |
+           (static_cast<uint64_t>(G[q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)]) << 32);
+  };
+  return signed_points(pair(0), pair(1), pair(2), pair(3), kSignMasks.of_byte[s[0]], kSignMasks.of_byte[s[1]],
+                       kSignMasks.of_byte[s[2]], kSignMasks.of_byte[s[3]]);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_S& b, int c) {
+  const uint8_t* q = b.qs + 4 * c;
+  const int qh = b.qh[c];
+  const int h = qh & 0x8000 ? -1 : 1;
+  const auto& G = iq::kIq1sGrid;
+  return shifted_points(G[q[0] | ((qh << 8) & 0x700)], G[q[1] | ((qh << 5) & 0x700)],
+                        G[q[2] | ((qh << 2) & 0x700)], G[q[3] | ((qh >> 1) & 0x700)], h, h, h, h);
+}
+TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_M& b, int c) {
+  const uint8_t* q = b.qs + 4 * c;
+  const int h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
+  const auto& G = iq::kIq1sGrid;
+  return shifted_points(G[q[0] | ((h0 & 7) << 8)], G[q[1] | ((h0 & 0x70) << 4)], G[q[2] | ((h1 & 7) << 8)],
+                        G[q[3] | ((h1 & 0x70) << 4)], h0 & 0x08 ? -1 : 1, h0 & 0x80 ? -1 : 1,
+                        h1 & 0x08 ? -1 : 1, h1 & 0x80 ? -1 : 1);
+}
+
+template <class Block>
+requires kGridIQ<Block> TESSERA_AVX2 inline void chunk_pair(const Block& b, int i, __m256i& u0, __m256i& u1) {
+  u0 = grid_chunk(b, 2 * i);
+  u1 = grid_chunk(b, 2 * i + 1);
 }
 
 // Chunks c0 = 2i and c1 = 2i + 1 of a super-block (element e at byte e of u0, u1) regrouped so that

@@ -91,8 +91,8 @@ TESSERA_AVX512 inline void unpack_half(const Block& blk, const Scales& s, int h,
 template <class Block>
 TESSERA_AVX512 inline __m512i add_products(__m512i isum, __m512i first, __m512i second, __m512i sc,
                                            __m512i q0, __m512i q1) {
-  if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
-    // maddubs wants the unsigned operand: |a|, and a's sign onto b (IQ4_XS has no -128). Two int16
+  if constexpr (kSignedQ<Block>) {
+    // maddubs wants the unsigned operand: |a|, and a's sign onto b (no signed format has -128). Two int16
     // pair sums could overflow, so each piece gets its own multiply-add.
     const __m512i zero = _mm512_setzero_si512();
     q0 = _mm512_mask_sub_epi8(q0, _mm512_movepi8_mask(first), zero, q0);

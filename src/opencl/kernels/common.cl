@@ -23,7 +23,14 @@
 #define T_Q8_K 14
 #define T_IQ4_NL 15
 #define T_IQ4_XS 16
-#define T_MXFP4 17
+#define T_IQ2_XXS 17
+#define T_IQ2_XS 18
+#define T_IQ2_S 19
+#define T_IQ3_XXS 20
+#define T_IQ3_S 21
+#define T_IQ1_S 22
+#define T_IQ1_M 23
+#define T_MXFP4 24
 
 #define QK 32
 
@@ -49,6 +56,13 @@ inline long block_bytes(int type) {
     case T_Q6_K: return 210;
     case T_Q8_K: return 292;
     case T_IQ4_NL: return 18;
+    case T_IQ2_XXS: return 66;
+    case T_IQ2_XS: return 74;
+    case T_IQ2_S: return 82;
+    case T_IQ3_XXS: return 98;
+    case T_IQ3_S: return 110;
+    case T_IQ1_S: return 50;
+    case T_IQ1_M: return 56;
     case T_MXFP4: return 17;
     default: return 136;  // T_IQ4_XS
   }
@@ -295,6 +309,92 @@ inline void deq_iq4_xs(global const uchar* b, int c, float* x) {
   }
 }
 
+// The grid I-quants (src/core/iq_grids.h; codebooks in iq_grids.cl): per 8 elements a grid point,
+// signs and a scale; x = dl * v with dl = (d times the format's power of two) * (2 s + 1), v the
+// signed grid value (IQ1: 8 * grid +- 1), which rounds as ggml's dequantization does.
+inline ushort u16_at(global const uchar* p) { return (ushort)((uint)p[0] | ((uint)p[1] << 8)); }
+// ggml's ksigns_iq2xs: seven sign bits and an eighth for even parity.
+inline uint iq_signs(uint i) { return i | ((popcount(i) & 1u) << 7); }
+inline void iq_put8(ulong g, uint signs, float dl, float* x) {
+  for (int j = 0; j < 8; ++j) {
+    const int m = (int)((g >> (8 * j)) & 0xff);
+    x[j] = dl * (float)(((signs >> j) & 1u) ? -m : m);
+  }
+}
+inline void iq1_put8(ulong g, int shift, float dl, float* x) {
+  for (int j = 0; j < 8; ++j) x[j] = dl * (float)(8 * (int)(char)((g >> (8 * j)) & 0xff) + shift);
+}
+
+inline void deq_iq2_xxs(global const uchar* b, int c, float* x) {
+  global const uchar* q = b + 2 + 8 * c;
+  const uint aux = u32_at(q + 4);
+  const float dl = half_at(b) * 0.125f * (float)(2 * (aux >> 28) + 1);
+  for (int l = 0; l < 4; ++l) iq_put8(kIq2xxsGrid[q[l]], iq_signs((aux >> (7 * l)) & 127u), dl, x + 8 * l);
+}
+
+inline void deq_iq2_xs(global const uchar* b, int c, float* x) {
+  const float d = half_at(b) * 0.125f;
+  const uint s = b[66 + c];
+  for (int l = 0; l < 4; ++l) {
+    const uint q = u16_at(b + 2 + 8 * c + 2 * l);
+    const float dl = d * (float)(2 * ((l < 2 ? s : s >> 4) & 15u) + 1);
+    iq_put8(kIq2xsGrid[q & 511u], iq_signs(q >> 9), dl, x + 8 * l);
+  }
+}
+
+inline void deq_iq2_s(global const uchar* b, int c, float* x) {
+  const float d = half_at(b) * 0.125f;
+  const uint s = b[74 + c], qh = b[66 + c];
+  for (int l = 0; l < 4; ++l) {
+    const uint idx = b[2 + 4 * c + l] | ((qh << (8 - 2 * l)) & 0x300u);
+    const float dl = d * (float)(2 * ((l < 2 ? s : s >> 4) & 15u) + 1);
+    iq_put8(kIq2sGrid[idx], b[34 + 4 * c + l], dl, x + 8 * l);
+  }
+}
+
+inline void deq_iq3_xxs(global const uchar* b, int c, float* x) {
+  global const uchar* q = b + 2 + 8 * c;
+  const uint aux = u32_at(b + 66 + 4 * c);
+  const float dl = half_at(b) * 0.25f * (float)(2 * (aux >> 28) + 1);
+  for (int l = 0; l < 4; ++l) {
+    const ulong g = (ulong)kIq3xxsGrid[q[2 * l]] | ((ulong)kIq3xxsGrid[q[2 * l + 1]] << 32);
+    iq_put8(g, iq_signs((aux >> (7 * l)) & 127u), dl, x + 8 * l);
+  }
+}
+
+inline void deq_iq3_s(global const uchar* b, int c, float* x) {
+  global const uchar* q = b + 2 + 8 * c;
+  const uint qh = b[66 + c];
+  const float dl = half_at(b) * (float)(2 * ((b[106 + c / 2] >> (4 * (c % 2))) & 15) + 1);
+  for (int l = 0; l < 4; ++l) {
+    const uint i1 = q[2 * l] | ((qh << (8 - 2 * l)) & 256u);
+    const uint i2 = q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256u);
+    iq_put8((ulong)kIq3sGrid[i1] | ((ulong)kIq3sGrid[i2] << 32), b[74 + 4 * c + l], dl, x + 8 * l);
+  }
+}
+
+inline void deq_iq1_s(global const uchar* b, int c, float* x) {
+  const uint qh = u16_at(b + 34 + 2 * c);
+  const float dl = half_at(b) * 0.125f * (float)(2 * ((qh >> 12) & 7u) + 1);
+  const int shift = (qh & 0x8000u) ? -1 : 1;
+  for (int l = 0; l < 4; ++l) iq1_put8(kIq1sGrid[b[2 + 4 * c + l] | (((qh >> (3 * l)) & 7u) << 8)], shift, dl, x + 8 * l);
+}
+
+// IQ1_M: d's fp16 bits in the top nibbles of the four 16-bit scale words.
+inline void deq_iq1_m(global const uchar* b, int c, float* x) {
+  global const uchar* sc = b + 48;
+  const ushort bits = (ushort)((u16_at(sc) >> 12) | ((u16_at(sc + 2) >> 8) & 0x00f0) |
+                               ((u16_at(sc + 4) >> 4) & 0x0f00) | (u16_at(sc + 6) & 0xf000));
+  const float d = vload_half(0, (const private half*)&bits) * 0.125f;
+  const uint w = u16_at(sc + 2 * (c / 2));
+  const float dl1 = d * (float)(2 * ((w >> (6 * (c % 2))) & 7u) + 1);
+  const float dl2 = d * (float)(2 * ((w >> (6 * (c % 2) + 3)) & 7u) + 1);
+  for (int l = 0; l < 4; ++l) {
+    const uint h = (uint)b[32 + 2 * c + l / 2] >> (4 * (l % 2));
+    iq1_put8(kIq1sGrid[b[4 * c + l] | ((h & 7u) << 8)], (h & 8u) ? -1 : 1, l < 2 ? dl1 : dl2, x + 8 * l);
+  }
+}
+
 // Chunk c (elements 32c .. 32c + 31) of block blk of any quantized type: for the split types q and
 // d are the quants and scales, for native blocks q is the first block and d is unused.
 inline void load_chunk(global const char* q, global const char* d, long blk, int c, int type, float* x) {
@@ -315,6 +415,13 @@ inline void load_chunk(global const char* q, global const char* d, long blk, int
     case T_Q5_K: deq_q5_k(b, c, x); break;
     case T_Q6_K: deq_q6_k(b, c, x); break;
     case T_Q8_K: deq_q8_k(b, c, x); break;
+    case T_IQ2_XXS: deq_iq2_xxs(b, c, x); break;
+    case T_IQ2_XS: deq_iq2_xs(b, c, x); break;
+    case T_IQ2_S: deq_iq2_s(b, c, x); break;
+    case T_IQ3_XXS: deq_iq3_xxs(b, c, x); break;
+    case T_IQ3_S: deq_iq3_s(b, c, x); break;
+    case T_IQ1_S: deq_iq1_s(b, c, x); break;
+    case T_IQ1_M: deq_iq1_m(b, c, x); break;
     default: deq_iq4_xs(b, c, x); break;
   }
 }

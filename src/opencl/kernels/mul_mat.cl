@@ -192,6 +192,13 @@ MUL_MAT_VEC_NATIVE(mul_mat_vec_q5_k, T_Q5_K)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_q6_k, T_Q6_K)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_iq4_nl, T_IQ4_NL)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_iq4_xs, T_IQ4_XS)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq2_xxs, T_IQ2_XXS)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq2_xs, T_IQ2_XS)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq2_s, T_IQ2_S)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq3_xxs, T_IQ3_XXS)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq3_s, T_IQ3_S)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq1_s, T_IQ1_S)
+MUL_MAT_VEC_NATIVE(mul_mat_vec_iq1_m, T_IQ1_M)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_mxfp4, T_MXFP4)
 
 // b (F32/F16, any strides, [K, N, B2, B3]) made contiguous: mode 0 writes f32 rows, mode 1 Q8_0

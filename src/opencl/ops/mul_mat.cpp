@@ -106,6 +106,20 @@ const char* native_vec_kernel(DType weights) {
       return "mul_mat_vec_iq4_nl";
     case DType::IQ4_XS:
       return "mul_mat_vec_iq4_xs";
+    case DType::IQ2_XXS:
+      return "mul_mat_vec_iq2_xxs";
+    case DType::IQ2_XS:
+      return "mul_mat_vec_iq2_xs";
+    case DType::IQ2_S:
+      return "mul_mat_vec_iq2_s";
+    case DType::IQ3_XXS:
+      return "mul_mat_vec_iq3_xxs";
+    case DType::IQ3_S:
+      return "mul_mat_vec_iq3_s";
+    case DType::IQ1_S:
+      return "mul_mat_vec_iq1_s";
+    case DType::IQ1_M:
+      return "mul_mat_vec_iq1_m";
     case DType::MXFP4:
       return "mul_mat_vec_mxfp4";
     default:
