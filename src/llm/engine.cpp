@@ -135,6 +135,11 @@ Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& opti
   // One step is one micro-batch: every slot's token plus the prompt chunk.
   so.n_batch = n_slots + options.prompt_chunk;
   session_ = std::make_unique<Session>(model, so);
+  // Each slot's cells in its own share of the cache: the CPU's attention then reads, per query row,
+  // only the span of cells its mask leaves visible, so a step's attention costs each sequence its
+  // own cells and not every slot's. A device's attention runs over all cells [0, n_kv) instead,
+  // which ranges would only lengthen (a lone slot high up makes n_kv large): none there.
+  if (model.device() == nullptr) session_->cache().set_seq_ranges(n_slots);
   // The worst step up front (each slot gives at most one logits row a step): memory stays flat
   // however the batches mix later.
   session_->reserve(n_slots);
