@@ -346,6 +346,40 @@ bool hidden(const char* p, DType type) {
   return x == kNegInf;
 }
 
+// The first cell in [from, to) of a mask row that is not hidden (to when none): a server's step
+// scans every row of a cache of all the slots' cells once per layer, so contiguous f32 rows go 16
+// cells at a time.
+int64_t first_visible(const char* row, size_t nb0, DType type, int64_t from, int64_t to) {
+  int64_t j = from;
+  if (type == DType::F32 && nb0 == sizeof(float)) {
+    constexpr int64_t kStep = 16;
+    const float* f = reinterpret_cast<const float*>(row);
+    for (; j + kStep <= to; j += kStep) {
+      bool all = true;
+      for (int64_t i = 0; i < kStep; ++i) all &= f[j + i] == kNegInf;
+      if (!all) break;
+    }
+  }
+  while (j < to && hidden(row + static_cast<size_t>(j) * nb0, type)) ++j;
+  return j;
+}
+
+// One past the last cell in [from, to) that is not hidden (from when none).
+int64_t last_visible_end(const char* row, size_t nb0, DType type, int64_t from, int64_t to) {
+  int64_t j = to;
+  if (type == DType::F32 && nb0 == sizeof(float)) {
+    constexpr int64_t kStep = 16;
+    const float* f = reinterpret_cast<const float*>(row);
+    for (; j - kStep >= from; j -= kStep) {
+      bool all = true;
+      for (int64_t i = 1; i <= kStep; ++i) all &= f[j - i] == kNegInf;
+      if (!all) break;
+    }
+  }
+  while (j > from && hidden(row + static_cast<size_t>(j - 1) * nb0, type)) --j;
+  return j;
+}
+
 Span visible_span(const Shapes& s, int64_t iq1) {
   if (s.mask == nullptr) return {0, s.n_kv};
   const Tensor& m = *s.mask;
@@ -354,12 +388,8 @@ Span visible_span(const Shapes& s, int64_t iq1) {
   for (int64_t i3 = 0; i3 < m.ne[3]; ++i3)
     for (int64_t i2 = 0; i2 < m.ne[2]; ++i2) {
       const char* row = m.at(0, iq1, i2, i3);
-      int64_t j = 0;
-      while (j < lo && hidden(row + static_cast<size_t>(j) * nb0, m.type)) ++j;
-      lo = std::min(lo, j);
-      j = s.n_kv;
-      while (j > hi && hidden(row + static_cast<size_t>(j - 1) * nb0, m.type)) --j;
-      hi = std::max(hi, j);
+      lo = first_visible(row, nb0, m.type, 0, lo);
+      hi = last_visible_end(row, nb0, m.type, hi, s.n_kv);
     }
   if (hi <= lo) return {};
   return {lo / kSpanAlign * kSpanAlign, std::min(s.n_kv, (hi + kSpanAlign - 1) / kSpanAlign * kSpanAlign)};
@@ -415,7 +445,7 @@ class Descriptors {
     TESSERA_ASSERT(used_ < items_.size());
     return items_[used_++];
   }
-  std::array<Tensor, 12> items_;
+  std::array<Tensor, 16> items_;
   size_t used_ = 0;
 };
 
@@ -487,8 +517,22 @@ void composed_group(const ComputeContext& ctx, int threads, const Shapes& s, con
   const Tensor& k = d.view(s.k, {s.d, n, s.k.ne[2], s.k.ne[3]}, knb, static_cast<size_t>(lo) * knb[1]);
   const Tensor& v_t =
       d.view(s.v, {n, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]}, static_cast<size_t>(lo) * vnb[1]);
-  const Tensor& q_part = d.view(q, {s.d, rows, s.n_head, s.n_batch}, q.nb, static_cast<size_t>(t0) * q.nb[1]);
-  Tensor* kq = &d.node(Op::MulMat, {n, rows, s.n_head, s.n_batch}, {&k, &q_part}, kq_memory);
+  // A lone query row of grouped heads (a generation step's row): the heads that share a K/V head
+  // are the columns of one product, so MUL_MAT reads each K row and V^T row once for all of them
+  // (in its tiles) instead of once per head. KQ and KQV are laid out the same either way
+  // ([n, 1, H] is [n, H / G, G] for G K/V heads), and MUL_MAT's bits do not depend on the width.
+  const int64_t n_kv_heads = s.n_head / s.heads_per_kv;
+  const bool fold = rows == 1 && s.heads_per_kv > 1 && s.n_batch == 1 && s.k.ne[3] == 1;
+  const std::array<int64_t, kMaxDims> kq_ne{n, rows, s.n_head, s.n_batch},
+      kq_fold_ne{n, s.heads_per_kv, n_kv_heads, 1};
+  const std::array<int64_t, kMaxDims> kqv_ne{s.d_v, rows, s.n_head, s.n_batch},
+      kqv_fold_ne{s.d_v, s.heads_per_kv, n_kv_heads, 1};
+  const Tensor& q_part =
+      fold ? d.view(q, {s.d, s.heads_per_kv, n_kv_heads, 1},
+                    {q.nb[0], q.nb[2], q.nb[2] * static_cast<size_t>(s.heads_per_kv), q.nb[3]},
+                    static_cast<size_t>(t0) * q.nb[1])
+           : d.view(q, {s.d, rows, s.n_head, s.n_batch}, q.nb, static_cast<size_t>(t0) * q.nb[1]);
+  Tensor* kq = &d.node(Op::MulMat, fold ? kq_fold_ne : kq_ne, {&k, &q_part}, kq_memory);
   run(*kq);
   float softmax_scale = p.scale;
   if (p.softcap != 0.0f) {
@@ -501,18 +545,22 @@ void composed_group(const ComputeContext& ctx, int threads, const Shapes& s, con
     kq = &capped;
     softmax_scale = p.softcap;
   }
+  const Tensor* kq_rows = fold ? &d.view(*kq, kq_ne, contiguous_strides(DType::F32, kq_ne), 0) : kq;
   const Tensor* mask_part = nullptr;
   if (mask != nullptr)
     mask_part = &d.view(*mask, {n, rows, mask->ne[2], mask->ne[3]}, mask->nb,
                         static_cast<size_t>(t0) * mask->nb[1] + static_cast<size_t>(lo) * mask->nb[0]);
-  Tensor& probs = d.node(Op::SoftMax, kq->ne, {kq, mask_part}, kq_memory);
+  // The softmax sees each row and head as they are (ALiBi's slope is per head).
+  Tensor& probs = d.node(Op::SoftMax, kq_ne, {kq_rows, mask_part}, kq_memory);
   detail::store_params(probs, SoftMaxParams{softmax_scale, p.max_bias});
   run(probs);
-  const Tensor& kqv = d.node(Op::MulMat, {s.d_v, rows, s.n_head, s.n_batch}, {&v_t, &probs}, kqv_memory);
-  run(const_cast<Tensor&>(kqv));
+  const Tensor* probs_in = fold ? &d.view(probs, kq_fold_ne, contiguous_strides(DType::F32, kq_fold_ne), 0) : &probs;
+  Tensor& kqv = d.node(Op::MulMat, fold ? kqv_fold_ne : kqv_ne, {&v_t, probs_in}, kqv_memory);
+  run(kqv);
+  const std::array<size_t, kMaxDims> kqv_nb = contiguous_strides(DType::F32, kqv_ne);
   // The merged heads: kqv permuted to [D_v, H, rows, B], copied into the group's rows of dst.
   const Tensor& merged =
-      d.view(kqv, {s.d_v, s.n_head, rows, s.n_batch}, {kqv.nb[0], kqv.nb[2], kqv.nb[1], kqv.nb[3]}, 0);
+      d.view(kqv, {s.d_v, s.n_head, rows, s.n_batch}, {kqv_nb[0], kqv_nb[2], kqv_nb[1], kqv_nb[3]}, 0);
   Tensor& out = d.view(dst, {s.d_v, s.n_head, rows, s.n_batch}, dst.nb, static_cast<size_t>(t0) * dst.nb[2]);
   out.op = Op::Cpy;
   out.src[0] = const_cast<Tensor*>(&merged);
