@@ -183,7 +183,8 @@ TEST(CpuFlashAttn, MatchesComposedMulMatSoftMaxMulMat) {
         for (int64_t i2 = 0; i2 < sh.n_q; ++i2)
           for (int64_t i1 = 0; i1 < sh.heads; ++i1)
             for (int64_t i0 = 0; i0 < sh.d; ++i0)
-              worst = std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
+              worst =
+                  std::max<double>(worst, std::fabs(get(*fused, i0, i1, i2) - get(*composed, i0, i1, i2)));
         EXPECT_LT(worst, 2e-6) << kernels_name(ks) << (online ? " online softmax" : "");
       }
     }
@@ -199,8 +200,8 @@ TEST(CpuFlashAttn, OverTheCacheLayoutTheFastKernelHasTheComposedOpsBits) {
     int64_t n_kv, n_q;
     float scale, softcap;
   };
-  for (const Shape& sh : {Shape{2048, 200, 0.125f, 0.0f}, Shape{96, 1, 0.125f, 0.0f}, Shape{96, 7, 1.0f, 30.0f},
-                          Shape{96, 7, 0.3f, 5.0f}}) {
+  for (const Shape& sh : {Shape{2048, 200, 0.125f, 0.0f}, Shape{96, 1, 0.125f, 0.0f},
+                          Shape{96, 7, 1.0f, 30.0f}, Shape{96, 7, 0.3f, 5.0f}}) {
     SCOPED_TRACE(testing::Message() << "n_kv=" << sh.n_kv << " n_q=" << sh.n_q << " softcap=" << sh.softcap);
     constexpr int64_t d = 16, heads = 8, kv_heads = 2;
     Context ctx(true);
@@ -226,7 +227,8 @@ TEST(CpuFlashAttn, OverTheCacheLayoutTheFastKernelHasTheComposedOpsBits) {
     kq = ops::soft_max(ctx, kq, mask, sm_scale);
     Tensor* composed = ops::cont(ctx, ops::permute(ctx, ops::mul_mat(ctx, vt, kq), 0, 2, 1, 3));
     compute(composed, 2, cpu::KernelSet::Fast);
-    Tensor* fused = ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, sh.scale, 0.0f, sh.softcap);
+    Tensor* fused =
+        ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, sh.scale, 0.0f, sh.softcap);
     for (int threads : {1, 3}) {
       compute(fused, threads, cpu::KernelSet::Fast);
       ASSERT_EQ(test::values(*fused), test::values(*composed)) << threads << " threads";
@@ -256,10 +258,11 @@ TEST(CpuFlashAttn, RowsReadOnlyTheSpanTheirMaskLeavesVisible) {
     DType mask_type;
     float scale, max_bias, softcap;
   };
-  for (const Variant& va : {Variant{DType::F32, 0.125f, 0.0f, 0.0f}, Variant{DType::F16, 0.125f, 0.0f, 0.0f},
-                            Variant{DType::F32, 1.0f, 0.0f, 30.0f}, Variant{DType::F32, 0.125f, 8.0f, 0.0f}}) {
-    SCOPED_TRACE(testing::Message() << "mask " << name(va.mask_type) << " softcap " << va.softcap << " max_bias "
-                                    << va.max_bias);
+  for (const Variant& va :
+       {Variant{DType::F32, 0.125f, 0.0f, 0.0f}, Variant{DType::F16, 0.125f, 0.0f, 0.0f},
+        Variant{DType::F32, 1.0f, 0.0f, 30.0f}, Variant{DType::F32, 0.125f, 8.0f, 0.0f}}) {
+    SCOPED_TRACE(testing::Message() << "mask " << name(va.mask_type) << " softcap " << va.softcap
+                                    << " max_bias " << va.max_bias);
     Context ctx(true);
     Tensor* q3 = ctx.new_tensor(DType::F32, d, heads, n_q);
     test::fill_random(q3, 40, -2.0f, 2.0f);

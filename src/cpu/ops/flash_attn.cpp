@@ -3,9 +3,10 @@
 // - composed (V is the KV cache's transposed view, and the node does not ask for the online
 //   softmax): the composed ops' own kernels (MUL_MAT, SOFT_MAX, MUL_MAT) on scratch per group of
 //   query rows whose KQ holds about 4 MiB, over the span of cells the group's mask rows leave
-//   visible (a server's sequences each in their own range of the cache). On an AVX2 VM (bench/attention_bench) it is as fast as
-//   the graph ops for generation and prompts alike, and 1.3-2x faster than the online softmax
-//   (which wins only for one token over about 64 cells on 2 threads: not worth a second set of bits).
+//   visible (a server's sequences each in their own range of the cache). On an AVX2 VM
+//   (bench/attention_bench) it is as fast as the graph ops for generation and prompts alike, and
+//   1.3-2x faster than the online softmax (which wins only for one token over about 64 cells on 2
+//   threads: not worth a second set of bits).
 // - online softmax: never holds a row's scores; it walks K/V in blocks of cells with a running max
 //   and sum (the accumulator rescaled when the max grows), reads F16 K/V straight from their
 //   layout (V as rows or channels), skips blocks the mask hides entirely, and lets the query heads
@@ -19,10 +20,10 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/op_params_store.h"
 #include "cpu/element.h"
 #include "cpu/kernels.h"
 #include "cpu/vec_math.h"
-#include "core/op_params_store.h"
 #include "tessera/convert.h"
 #include "tessera/op_constants.h"
 
@@ -429,8 +430,8 @@ class Descriptors {
   }
   // `of`'s elements with other dims and strides, `offset` bytes in (what VIEW, PERMUTE and
   // TRANSPOSE make; kernels read only data and strides).
-  Tensor& view(const Tensor& of, const std::array<int64_t, kMaxDims>& ne, const std::array<size_t, kMaxDims>& nb,
-               size_t offset) {
+  Tensor& view(const Tensor& of, const std::array<int64_t, kMaxDims>& ne,
+               const std::array<size_t, kMaxDims>& nb, size_t offset) {
     Tensor& t = next();
     t.op = Op::View;
     t.type = of.type;
@@ -456,7 +457,8 @@ struct Group {
 };
 
 int64_t group_rows_max(const Shapes& s, int64_t span) {
-  const int64_t per_row = std::max<int64_t>(1, span) * s.n_head * s.n_batch * static_cast<int64_t>(sizeof(float));
+  const int64_t per_row =
+      std::max<int64_t>(1, span) * s.n_head * s.n_batch * static_cast<int64_t>(sizeof(float));
   return std::max(kMinGroup, kGroupBytes / per_row / kMinGroup * kMinGroup);
 }
 
@@ -467,7 +469,8 @@ std::vector<Group> groups_of(const Shapes& s) {
     if (!groups.empty()) {
       Group& g = groups.back();
       const Span u = merge(g.span, sp);
-      const int64_t together = (g.rows + 1) * u.size(), apart = g.rows * g.span.size() + sp.size() + kGroupCost;
+      const int64_t together = (g.rows + 1) * u.size(),
+                    apart = g.rows * g.span.size() + sp.size() + kGroupCost;
       if (g.rows < group_rows_max(s, u.size()) && together <= apart) {
         ++g.rows;
         g.span = u;
@@ -515,8 +518,8 @@ void composed_group(const ComputeContext& ctx, int threads, const Shapes& s, con
   Descriptors d;
   // K rows and V^T ([n, D_v] rows per K/V head, the cache's own layout) of the span's cells.
   const Tensor& k = d.view(s.k, {s.d, n, s.k.ne[2], s.k.ne[3]}, knb, static_cast<size_t>(lo) * knb[1]);
-  const Tensor& v_t =
-      d.view(s.v, {n, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]}, static_cast<size_t>(lo) * vnb[1]);
+  const Tensor& v_t = d.view(s.v, {n, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]},
+                             static_cast<size_t>(lo) * vnb[1]);
   // A lone query row of grouped heads (a generation step's row): the heads that share a K/V head
   // are the columns of one product, so MUL_MAT reads each K row and V^T row once for all of them
   // (in its tiles) instead of once per head. KQ and KQV are laid out the same either way
@@ -554,7 +557,8 @@ void composed_group(const ComputeContext& ctx, int threads, const Shapes& s, con
   Tensor& probs = d.node(Op::SoftMax, kq_ne, {kq_rows, mask_part}, kq_memory);
   detail::store_params(probs, SoftMaxParams{softmax_scale, p.max_bias});
   run(probs);
-  const Tensor* probs_in = fold ? &d.view(probs, kq_fold_ne, contiguous_strides(DType::F32, kq_fold_ne), 0) : &probs;
+  const Tensor* probs_in =
+      fold ? &d.view(probs, kq_fold_ne, contiguous_strides(DType::F32, kq_fold_ne), 0) : &probs;
   Tensor& kqv = d.node(Op::MulMat, fold ? kqv_fold_ne : kqv_ne, {&v_t, probs_in}, kqv_memory);
   run(kqv);
   const std::array<size_t, kMaxDims> kqv_nb = contiguous_strides(DType::F32, kqv_ne);
