@@ -46,12 +46,13 @@ GenerationUpdate Generation::take() {
   return drain();
 }
 
-void Generation::subscribe(std::function<void()> notify) {
+void Generation::subscribe(std::function<void()> notify, bool pieces) {
   auto fresh = notify ? std::make_shared<const std::function<void()>>(std::move(notify)) : nullptr;
   std::shared_ptr<const std::function<void()>> old;  // destroyed after the unlock, like every copy
   std::unique_lock lock(mutex_);
   old = std::exchange(notify_, std::move(fresh));
-  if (notify_ && (!pending_.empty() || state_.done))
+  notify_pieces_ = pieces;
+  if (notify_ && ((pieces && !pending_.empty()) || state_.done))
     signal(lock);
   else
     lock.unlock();
@@ -103,7 +104,10 @@ void Generation::push(const std::string& text) {
   std::unique_lock lock(mutex_);
   pending_.push_back(text);
   cv_.notify_all();
-  signal(lock);
+  if (notify_pieces_)
+    signal(lock);
+  else
+    lock.unlock();
 }
 
 void Generation::finish(FinishReason reason, const std::string& error) {
