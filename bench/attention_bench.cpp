@@ -86,4 +86,47 @@ void args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Attention)->Apply(args)->Unit(benchmark::kMicrosecond);
 
+// A server's generation step: one query row for each of 8 sequences of `cells` cells each, through
+// FLASH_ATTN_EXT. Placement 0: the cells interleaved (cell j holds sequence j % 8, as first-fit
+// placement leaves a batch of one token per sequence), every row's span the whole cache;
+// placement 1: each sequence in its own range of 1024 cells (the engine's slots on the CPU), each
+// row over its own span.
+// args: placement, cells, threads
+void BM_ServerStep(benchmark::State& state) {
+  constexpr int64_t kSeqs = 8, kRange = 1024;
+  const bool ranges = state.range(0) == 1;
+  const int64_t cells = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const int64_t n_kv = ranges ? (kSeqs - 1) * kRange + cells : kSeqs * cells;
+  Context ctx(true);
+  Tensor* q = ctx.new_tensor(DType::F32, kHead, kHeads, kSeqs);
+  Tensor* k = ctx.new_tensor(DType::F16, kHead, n_kv, kKvHeads);
+  Tensor* v_cells = ctx.new_tensor(DType::F16, n_kv, kHead, kKvHeads);
+  Tensor* mask = ctx.new_tensor(DType::F32, n_kv, kSeqs);
+  fill_random(q, 1);
+  fill_random(k, 2);
+  fill_random(v_cells, 3);
+  auto* m = static_cast<float*>(mask->data);
+  for (int64_t s = 0; s < kSeqs; ++s)
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const bool mine = ranges ? j >= s * kRange && j < s * kRange + cells : j % kSeqs == s;
+      m[s * n_kv + j] = mine ? 0.0f : -std::numeric_limits<float>::infinity();
+    }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHead));
+  Tensor* out = ops::flash_attn_ext(ctx, ops::permute(ctx, q, 0, 2, 1, 3), k, ops::transpose(ctx, v_cells),
+                                    mask, scale);
+  Graph graph({out});
+  cpu::CpuBackend backend(threads, cpu::KernelSet::Fast);
+  backend.compute(graph);  // warm up
+  for (auto _ : state) {
+    backend.compute(graph);
+    benchmark::DoNotOptimize(out->data);
+  }
+}
+
+BENCHMARK(BM_ServerStep)
+    ->ArgsProduct({{0, 1}, {64, 128, 512}, {1, 2}})
+    ->ArgNames({"placement", "cells", "threads"})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace

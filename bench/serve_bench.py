@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Benchmark of `tessera serve` (not a test): aggregate generation throughput with 1, 2, 4 and 8
-concurrent clients (128 tokens each), and the time to first token of a 512-token prompt while 3
-other clients generate. Starts the server itself on 127.0.0.1 (a free port) and stops it.
+concurrent clients (128 tokens each), and the time to first token of a 512-token prompt alone and
+while 3 other clients generate. Starts the server itself on 127.0.0.1 (a free port) and stops it.
+With -r N each figure is the median of N runs (the shared machines are noisy).
 
-  bench/serve_bench.py [--cli build/release/tessera] [--model /work/bench-models/m250-q4_0.gguf] [-t N]
+  bench/serve_bench.py [--cli build/release/tessera] [--model /work/bench-models/m250-q4_0.gguf] [-t N] [-r N]
 """
-import argparse, http.client, json, os, random, re, subprocess, sys, threading, time
+import argparse, http.client, json, os, random, re, statistics, subprocess, sys, threading, time
 
 
 def post(port, body, stream=False):
@@ -39,13 +40,13 @@ def throughput(port, clients, n):
     return sum(out), dt
 
 
-def ttft(port, n_prompt, others, n_other):
+def ttft(port, n_prompt, others, n_other, seed):
     out = [0] * others
     threads = [threading.Thread(target=generate, args=(port, "The little dog %d" % i, n_other, out, i))
                for i in range(others)]
     for t in threads: t.start()
-    time.sleep(1.0)  # the others are generating
-    rng = random.Random(7)
+    if others: time.sleep(1.0)  # the others are generating
+    rng = random.Random(seed)  # a new prompt each time: no slot holds a prefix of it
     prompt = [1] + [rng.randrange(300, 30000) for _ in range(n_prompt - 1)]
     t0 = time.perf_counter()
     c, r = post(port, {"prompt": prompt, "max_tokens": 8, "temperature": 0, "stream": True, "ignore_eos": True})
@@ -66,6 +67,7 @@ def main():
     ap.add_argument("--model", default="/work/bench-models/m250-q4_0.gguf")
     ap.add_argument("-t", "--threads", type=int, default=0)
     ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("-r", "--repeat", type=int, default=1, help="runs per figure (medians)")
     a = ap.parse_args()
     srv = subprocess.Popen([a.cli, "serve", "-m", a.model, "--port", "0", "-np", "8", "-c", str(8 * 1024),
                             "-t", str(a.threads)], stderr=subprocess.PIPE, text=True)
@@ -81,15 +83,21 @@ def main():
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         base = base_cpu = None
         for clients in (1, 2, 4, 8):
-            c0 = cpu_seconds(srv.pid)
-            tokens, dt = throughput(port, clients, a.n)
-            cpu_ms = 1000 * (cpu_seconds(srv.pid) - c0) / tokens
-            tps = tokens / dt
+            runs = []
+            for _ in range(a.repeat):
+                c0 = cpu_seconds(srv.pid)
+                tokens, dt = throughput(port, clients, a.n)
+                runs.append((tokens / dt, 1000 * (cpu_seconds(srv.pid) - c0) / tokens, dt, tokens))
+            tps = statistics.median(r[0] for r in runs)
+            cpu_ms = statistics.median(r[1] for r in runs)
+            dt = statistics.median(r[2] for r in runs)
             base, base_cpu = base or tps, base_cpu or cpu_ms
-            print("| %d | %d | %.1f | %.2f | %.2fx | %.1f | %.2fx | %s |" %
-                  (clients, tokens, dt, tps, tps / base, cpu_ms, base_cpu / cpu_ms, os.getloadavg()[0]), flush=True)
-        t = ttft(port, 512, 3, a.n)
-        print("\nTTFT of a 512-token prompt while 3 clients generate: %.0f ms (load %.1f)" % (1000 * t, os.getloadavg()[0]))
+            print("| %d | %d | %.1f | %.2f | %.2fx | %.1f | %.2fx | %.1f |" %
+                  (clients, runs[0][3], dt, tps, tps / base, cpu_ms, base_cpu / cpu_ms, os.getloadavg()[0]), flush=True)
+        alone = statistics.median(ttft(port, 512, 0, a.n, 7 + i) for i in range(a.repeat))
+        busy = statistics.median(ttft(port, 512, 3, a.n, 1007 + i) for i in range(a.repeat))
+        print("\nTTFT of a 512-token prompt: %.0f ms alone, %.0f ms while 3 clients generate (%.2fx; load %.1f)" %
+              (1000 * alone, 1000 * busy, busy / alone, os.getloadavg()[0]))
     finally:
         srv.terminate()
         srv.wait(timeout=60)

@@ -93,7 +93,8 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 
 // s += slope(h) * mask (ALiBi slopes of SOFT_MAX when max_bias > 0), out = v softmax(s).
 // K/V heads are shared by groups of H / H_kv query heads. A row whose every s is -inf gives zeros.
 // How it is computed is the backend's choice: the CPU runs the composed ops' kernels per group of
-// query rows where V is the KV cache's transposed view, else its online softmax, which
+// query rows where V is the KV cache's transposed view (over only the span of cells the group's
+// mask rows leave visible: a cell whose s is -inf weighs exactly 0), else its online softmax, which
 // online_softmax asks for always; the scheduler runs it as MUL_MAT, SOFT_MAX, MUL_MAT on a device
 // that lacks it (docs/ARCHITECTURE.md, "CPU attention").
 // sinks: optional F32 [H], one logit per query head that joins every row's softmax denominator

@@ -46,12 +46,13 @@ GenerationUpdate Generation::take() {
   return drain();
 }
 
-void Generation::subscribe(std::function<void()> notify) {
+void Generation::subscribe(std::function<void()> notify, bool pieces) {
   auto fresh = notify ? std::make_shared<const std::function<void()>>(std::move(notify)) : nullptr;
   std::shared_ptr<const std::function<void()>> old;  // destroyed after the unlock, like every copy
   std::unique_lock lock(mutex_);
   old = std::exchange(notify_, std::move(fresh));
-  if (notify_ && (!pending_.empty() || state_.done))
+  notify_pieces_ = pieces;
+  if (notify_ && ((pieces && !pending_.empty()) || state_.done))
     signal(lock);
   else
     lock.unlock();
@@ -103,7 +104,10 @@ void Generation::push(const std::string& text) {
   std::unique_lock lock(mutex_);
   pending_.push_back(text);
   cv_.notify_all();
-  signal(lock);
+  if (notify_pieces_)
+    signal(lock);
+  else
+    lock.unlock();
 }
 
 void Generation::finish(FinishReason reason, const std::string& error) {
@@ -135,6 +139,11 @@ Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& opti
   // One step is one micro-batch: every slot's token plus the prompt chunk.
   so.n_batch = n_slots + options.prompt_chunk;
   session_ = std::make_unique<Session>(model, so);
+  // Each slot's cells in its own share of the cache: the CPU's attention then reads, per query row,
+  // only the span of cells its mask leaves visible, so a step's attention costs each sequence its
+  // own cells and not every slot's. A device's attention runs over all cells [0, n_kv) instead,
+  // which ranges would only lengthen (a lone slot high up makes n_kv large): none there.
+  if (model.device() == nullptr) session_->cache().set_seq_ranges(n_slots);
   // The worst step up front (each slot gives at most one logits row a step): memory stays flat
   // however the batches mix later.
   session_->reserve(n_slots);

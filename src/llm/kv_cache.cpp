@@ -85,21 +85,71 @@ int64_t KvCache::used_end() const noexcept {
   return 0;
 }
 
-std::vector<int64_t> KvCache::find_slots(int64_t n) const {
+namespace {
+
+// n cells among those `available` says are: the first contiguous run that fits (it keeps a batch's
+// K/V stores to one copy per layer), else the first ones in order. Fewer when fewer are available.
+template <typename Available>
+std::vector<int64_t> place(int64_t size, int64_t n, Available available) {
   std::vector<int64_t> out;
-  if (n <= 0 || n > size() - used_) return out;
-  // A contiguous run keeps a batch's K/V stores to one copy per layer.
   int64_t run = 0;
-  for (int64_t i = 0; i < size(); ++i) {
-    run = cells_[static_cast<size_t>(i)].free() ? run + 1 : 0;
+  for (int64_t i = 0; i < size; ++i) {
+    run = available(i) ? run + 1 : 0;
     if (run == n) {
       for (int64_t j = i - n + 1; j <= i; ++j) out.push_back(j);
       return out;
     }
   }
-  for (int64_t i = 0; i < size() && static_cast<int64_t>(out.size()) < n; ++i)
-    if (cells_[static_cast<size_t>(i)].free()) out.push_back(i);
+  for (int64_t i = 0; i < size && static_cast<int64_t>(out.size()) < n; ++i)
+    if (available(i)) out.push_back(i);
   return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> KvCache::find_slots(int64_t n) const {
+  if (n <= 0 || n > size() - used_) return {};
+  return place(size(), n, [&](int64_t i) { return cells_[static_cast<size_t>(i)].free(); });
+}
+
+std::vector<int64_t> KvCache::find_slots(std::span<const SeqId> seqs) const {
+  const auto n = static_cast<int64_t>(seqs.size());
+  if (n_ranges_ == 0) return find_slots(n);
+  if (n <= 0 || n > size() - used_) return {};
+  std::vector<int64_t> out(seqs.size(), -1);
+  std::vector<char> taken(cells_.size(), 0);
+  std::vector<int64_t> cursor(static_cast<size_t>(n_ranges_), -1);  // the next cell to look at
+  int64_t rest = 0;
+  for (size_t t = 0; t < seqs.size(); ++t) {
+    const SeqId s = seqs[t];
+    if (s >= 0 && s < n_ranges_) {
+      int64_t& c = cursor[static_cast<size_t>(s)];
+      const int64_t end = (s + 1) * size() / n_ranges_;
+      if (c < 0) c = s * size() / n_ranges_;
+      while (c < end && !cells_[static_cast<size_t>(c)].free()) ++c;
+      if (c < end) {
+        out[t] = c;
+        taken[static_cast<size_t>(c++)] = 1;
+        continue;
+      }
+    }
+    ++rest;
+  }
+  if (rest == 0) return out;
+  const std::vector<int64_t> others = place(size(), rest, [&](int64_t i) {
+    return cells_[static_cast<size_t>(i)].free() && taken[static_cast<size_t>(i)] == 0;
+  });
+  TESSERA_ASSERT(static_cast<int64_t>(others.size()) == rest);  // n <= the free cells
+  size_t k = 0;
+  for (int64_t& c : out)
+    if (c < 0) c = others[k++];
+  return out;
+}
+
+void KvCache::set_seq_ranges(int64_t n) {
+  if (n < 0 || n > size())
+    raise(ErrorCode::InvalidArgument, "KV cache of {} cells: {} sequence ranges asked", size(), n);
+  n_ranges_ = n;
 }
 
 void KvCache::store(std::span<const int64_t> cells, std::span<const Pos> positions,
@@ -210,12 +260,25 @@ void KvCache::fill_mask(std::span<const Pos> positions, std::span<const SeqId> s
   if (n_kv <= 0 || n_kv > size())
     raise(ErrorCode::InvalidArgument, "KV mask: {} cells asked of a cache of {}", n_kv, size());
   constexpr float kHidden = -std::numeric_limits<float>::infinity();
+  // Each cell's only sequence (-1: free, -2: several): a step's mask reads every cell once per
+  // token, and a server's batch has a token per slot over a cache of all the slots' cells.
+  constexpr SeqId kShared = -2;
+  std::vector<SeqId> owner(static_cast<size_t>(n_kv));
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const KvCell& c = cells_[static_cast<size_t>(j)];
+    owner[static_cast<size_t>(j)] = c.seqs.empty() ? -1 : c.seqs.size() == 1 ? c.seqs[0] : kShared;
+  }
   for (size_t t = 0; t < positions.size(); ++t) {
     const Pos p = positions[t];
+    const SeqId s = seqs[t];
     float* row = out + t * static_cast<size_t>(n_kv);
     for (int64_t j = 0; j < n_kv; ++j) {
-      const KvCell& c = cells_[static_cast<size_t>(j)];
-      const bool visible = c.has(seqs[t]) && c.pos <= p && (window <= 0 || p - c.pos < window);
+      const SeqId o = owner[static_cast<size_t>(j)];
+      bool visible = s >= 0 && (o == s || (o == kShared && cells_[static_cast<size_t>(j)].has(s)));
+      if (visible) {
+        const Pos cp = cells_[static_cast<size_t>(j)].pos;
+        visible = cp <= p && (window <= 0 || p - cp < window);
+      }
       row[j] = visible ? 0.0f : kHidden;
     }
   }

@@ -83,16 +83,14 @@ int32_t Sampler::sample(std::span<const float> logits) {
     float logit;
   };
   const std::vector<float> adj = adjusted(logits);
-  std::vector<Candidate> cands(adj.size());
-  for (size_t i = 0; i < adj.size(); ++i) cands[i] = {static_cast<int32_t>(i), adj[i]};
-
   int32_t chosen;
   if (options_.temperature <= 0.0f) {
-    // Greedy: the first of the largest logits.
-    chosen = std::max_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
-               return a.logit < b.logit;
-             })->id;
+    // Greedy: the first of the largest logits (no candidate list: a server samples a row per
+    // sequence every step, on the thread the step's compute waits for).
+    chosen = static_cast<int32_t>(std::max_element(adj.begin(), adj.end()) - adj.begin());
   } else {
+    std::vector<Candidate> cands(adj.size());
+    for (size_t i = 0; i < adj.size(); ++i) cands[i] = {static_cast<int32_t>(i), adj[i]};
     auto by_logit = [](const Candidate& a, const Candidate& b) {
       return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
     };

@@ -108,9 +108,9 @@ const std::vector<float>& Session::decode(std::span<const int32_t> tokens, bool 
 }
 
 void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float>& out) {
-  const std::vector<int64_t> cells = cache_->find_slots(static_cast<int64_t>(n));  // room checked by validate
-  const std::span<const Pos> pos(batch.positions.data() + start, n);
   const std::span<const SeqId> seqs(batch.seq_ids.data() + start, n);
+  const std::vector<int64_t> cells = cache_->find_slots(seqs);  // room checked by validate
+  const std::span<const Pos> pos(batch.positions.data() + start, n);
   cache_->store(cells, pos, seqs);
 
   Context ctx;

@@ -193,11 +193,14 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
       headers.emplace_back("Cache-Control", "no-cache");
       reply_.exchange->begin_stream(200, "text/event-stream", std::move(headers));
     }
-    job_->subscribe([weak, exchange = reply_.exchange] {
-      exchange->post([weak] {
-        if (auto self = weak.lock()) self->drain();
-      });
-    });
+    // A reply sent whole hears only of the end: no wake-up of the connection's thread per token.
+    job_->subscribe(
+        [weak, exchange = reply_.exchange] {
+          exchange->post([weak] {
+            if (auto self = weak.lock()) self->drain();
+          });
+        },
+        stream_);
   }
 
  private:

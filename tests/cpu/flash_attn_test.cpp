@@ -236,6 +236,83 @@ TEST(CpuFlashAttn, OverTheCacheLayoutTheFastKernelHasTheComposedOpsBits) {
   }
 }
 
+// A server's step: rows of sequences that each hold their own range of the cache (one ending at
+// n_kv, which is no multiple of the span's 64 cells), a row with holes in its cells, a fully hidden
+// row and a prompt of 40 rows. The kernel reads only the span of cells each row group's mask leaves
+// visible: NaNs in every cell outside the spans change nothing, and the result has the bits of the
+// composed ops over all cells [0, n_kv) of clean K/V (and the reference's values).
+TEST(CpuFlashAttn, RowsReadOnlyTheSpanTheirMaskLeavesVisible) {
+  constexpr int64_t d = 64, heads = 8, kv_heads = 2, n_kv = 1000, n_q = 45;
+  // Each row's visible cells.
+  auto visible = [](int64_t t, int64_t j) {
+    if (t == 0) return j >= 100 && j < 260;
+    if (t == 1) return j >= 300 && j < 310;
+    if (t == 2) return j >= 900;
+    if (t == 3) return false;
+    if (t == 4) return j >= 500 && j < 700 && j % 3 != 0;
+    return j >= 704 && j <= 704 + (t - 5);  // the prompt, causal
+  };
+  // Cells outside every row's span (visible cells rounded out to 64): never read.
+  auto outside = [](int64_t j) { return j < 64 || (j >= 320 && j < 448) || (j >= 768 && j < 896); };
+  struct Variant {
+    DType mask_type;
+    float scale, max_bias, softcap;
+  };
+  for (const Variant& va :
+       {Variant{DType::F32, 0.125f, 0.0f, 0.0f}, Variant{DType::F16, 0.125f, 0.0f, 0.0f},
+        Variant{DType::F32, 1.0f, 0.0f, 30.0f}, Variant{DType::F32, 0.125f, 8.0f, 0.0f}}) {
+    SCOPED_TRACE(testing::Message() << "mask " << name(va.mask_type) << " softcap " << va.softcap
+                                    << " max_bias " << va.max_bias);
+    Context ctx(true);
+    Tensor* q3 = ctx.new_tensor(DType::F32, d, heads, n_q);
+    test::fill_random(q3, 40, -2.0f, 2.0f);
+    Tensor* k = ctx.new_tensor(DType::F16, d, n_kv, kv_heads);
+    test::fill_random(k, 41, -2.0f, 2.0f);
+    Tensor* vt = ctx.new_tensor(DType::F16, n_kv, d, kv_heads);
+    test::fill_random(vt, 42);
+    Tensor* mask = ctx.new_tensor(va.mask_type, n_kv, n_q);
+    std::vector<float> m(static_cast<size_t>(n_kv * n_q));
+    for (int64_t t = 0; t < n_q; ++t)
+      for (int64_t j = 0; j < n_kv; ++j)  // visible cells with a bias (ALiBi scales it by the head)
+        m[static_cast<size_t>(t * n_kv + j)] = visible(t, j) ? -0.25f * static_cast<float>(j % 5) : -kInf;
+    fill(mask, m);
+
+    Tensor* qp = ops::permute(ctx, q3, 0, 2, 1, 3);
+    Tensor* kq = ops::mul_mat(ctx, k, qp);
+    float sm_scale = va.scale;
+    if (va.softcap != 0.0f) {
+      kq = ops::tanh(ctx, ops::scale(ctx, kq, va.scale / va.softcap));
+      sm_scale = va.softcap;
+    }
+    kq = ops::soft_max(ctx, kq, mask, sm_scale, va.max_bias);
+    Tensor* composed = ops::cont(ctx, ops::permute(ctx, ops::mul_mat(ctx, vt, kq), 0, 2, 1, 3));
+    compute(composed, 2, cpu::KernelSet::Fast);
+    const std::vector<float> expected = test::values(*composed);
+    Tensor* fused =
+        ops::flash_attn_ext(ctx, qp, k, ops::transpose(ctx, vt), mask, va.scale, va.max_bias, va.softcap);
+    compute(fused, 1, cpu::KernelSet::Reference);
+    const std::vector<float> reference = test::values(*fused);
+
+    // Garbage where no row looks.
+    for (int64_t h = 0; h < kv_heads; ++h)
+      for (int64_t j = 0; j < n_kv; ++j) {
+        if (!outside(j)) continue;
+        for (int64_t c = 0; c < d; ++c) {
+          test::set(*k, std::nanf(""), c, j, h);
+          test::set(*vt, std::nanf(""), j, c, h);
+        }
+      }
+    for (int threads : {1, 2, 3}) {
+      compute(fused, threads, cpu::KernelSet::Fast);
+      const std::vector<float> got = test::values(*fused);
+      ASSERT_EQ(got, expected) << threads << " threads";
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], reference[i], 2e-6) << i;
+    }
+    for (int64_t h = 0; h < heads; ++h)  // the hidden row: zeros
+      for (int64_t c = 0; c < d; ++c) EXPECT_EQ(get(*fused, c, h, 3), 0.0f);
+  }
+}
+
 // Each query row's result is the same alone as in a batch, and on any number of threads: with V in
 // rows (the online softmax), over the KV cache's transposed V (the composed ops), and with the
 // online softmax asked for there.

@@ -361,6 +361,26 @@ TEST_F(EngineTest, ASubscriberTakesEveryPieceAndTheEndWithoutPolling) {
   EXPECT_TRUE(job->take().text.empty());
 }
 
+// A subscriber of the end only (a reply sent whole) is called once, at the end, and takes the
+// whole text then.
+TEST_F(EngineTest, ASubscriberOfTheEndOnlyIsCalledOnceWithTheWholeText) {
+  Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
+  auto inbox = std::make_shared<Inbox>();
+  auto job = engine.submit(encode("Once upon a time"), greedy(30));
+  job->subscribe([inbox] { inbox->notify(); }, false);
+  int seen = 0;
+  ASSERT_TRUE(inbox->wait_past(seen)) << "no notify for 60 s";
+  const GenerationUpdate u = job->take();
+  EXPECT_TRUE(u.done);
+  EXPECT_EQ(u.finish, FinishReason::Length);
+  EXPECT_EQ(u.completion_tokens, 30);
+  EXPECT_EQ(u.text, greedy_reference("Once upon a time", 30));
+  EXPECT_EQ(inbox->count(), 1);
+  // Subscribing for pieces again after the end: told once more, of the end.
+  job->subscribe([inbox] { inbox->notify(); });
+  EXPECT_EQ(inbox->count(), 2);
+}
+
 TEST_F(EngineTest, SubscribingAfterTheEndNotifiesOnce) {
   Engine engine(*model_, *vocab_, {.n_slots = 1, .n_ctx = 256});
   auto job = engine.submit(encode("Once upon a time"), greedy(10));

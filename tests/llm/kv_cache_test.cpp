@@ -116,6 +116,49 @@ TEST(KvCache, MaskWithSlidingWindow) {
   EXPECT_EQ(mask_of(c, {4}, {0}, 6, 1), (std::vector<float>{H, H, H, H, 0, H}));
 }
 
+// With home ranges (a server's slots), each sequence's tokens go to the lowest free cells of its own
+// range, so that its cells stay together however the slots' tokens interleave in the batches.
+TEST(KvCache, SequencesKeepToTheirHomeRanges) {
+  KvCache c(12);
+  c.set_seq_ranges(3);  // sequence 0: cells 0-3, 1: 4-7, 2: 8-11
+  EXPECT_EQ(c.seq_ranges(), 3);
+  const std::vector<SeqId> prompt{1, 1, 1};
+  EXPECT_EQ(c.find_slots(prompt), (std::vector<int64_t>{4, 5, 6}));
+  store(c, {4, 5, 6}, {0, 1, 2}, {1, 1, 1});
+  // A step with one token per sequence: each in its own range.
+  const std::vector<SeqId> step{0, 1, 2};
+  EXPECT_EQ(c.find_slots(step), (std::vector<int64_t>{0, 7, 8}));
+  store(c, {0, 7, 8}, {0, 3, 0}, {0, 1, 2});
+  // Sequence 1's range is full: its token goes to the first free cell the batch's others left
+  // (sequence 0 took cell 1, the lowest free one of its range).
+  const std::vector<SeqId> full{0, 1};
+  EXPECT_EQ(c.find_slots(full), (std::vector<int64_t>{1, 2}));
+  // A sequence without a range (3) goes where find_slots(n) would, among the cells left.
+  const std::vector<SeqId> other{3, 3};
+  EXPECT_EQ(c.find_slots(other), c.find_slots(2));
+  EXPECT_EQ(c.find_slots(other), (std::vector<int64_t>{1, 2}));
+  // Freed cells in the middle of a range are taken again first, low to high.
+  c.seq_remove(1, 1, 2);  // cell 5
+  EXPECT_EQ(c.find_slots(std::vector<SeqId>{1, 1}), (std::vector<int64_t>{5, 1}));
+  // Too many tokens for the free cells: nothing.
+  EXPECT_TRUE(c.find_slots(std::vector<SeqId>(8, 2)).empty());
+  // Without ranges: find_slots(n).
+  c.set_seq_ranges(0);
+  EXPECT_EQ(c.find_slots(step), c.find_slots(3));
+  EXPECT_THROW(c.set_seq_ranges(13), Error);
+  EXPECT_THROW(c.set_seq_ranges(-1), Error);
+}
+
+// The mask reads each cell's sequences however they are shared: one sequence, several, none.
+TEST(KvCache, MaskOverSharedAndFreeCells) {
+  KvCache c(6);
+  store(c, {0, 1, 3, 4}, {0, 1, 0, 1}, {0, 0, 1, 1});
+  c.seq_copy(0, 2, 0, 1);  // cell 0: sequences 0 and 2
+  EXPECT_EQ(mask_of(c, {1, 1, 5}, {0, 1, 2}, 6), (std::vector<float>{0, 0, H, H, H, H,  //
+                                                                     H, H, H, 0, 0, H,  //
+                                                                     0, H, H, H, H, H}));
+}
+
 TEST(KvCache, BadUseIsAnError) {
   EXPECT_THROW(KvCache(0), Error);
   KvCache c(4);

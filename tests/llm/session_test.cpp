@@ -98,6 +98,44 @@ TEST_F(SessionTest, MixedBatchGivesEachSequenceItsOwnLogits) {
   EXPECT_LT(max_abs_diff(row(ls, 1), sb.decode(std::vector<Token>{tb})), kTol);
 }
 
+// A sequence in its own range of the cache (a server's slot), its tokens decoded one at a time
+// between another sequence's: the logits are bit for bit those it gets alone in cells 0... (its
+// attention runs over its own span of cells, whose ends fall on the same lanes).
+TEST_F(SessionTest, ASequenceInItsOwnRangeHasTheLogitsItHasAlone) {
+  const auto a = encode("Once upon a time there was a cat who liked to sit in the sun all day long");
+  const auto b = encode("The little dog ran to the park");
+  SessionOptions options;
+  options.n_ctx = 256;
+  Session alone(*model_, options);
+  std::vector<std::vector<float>> expected;
+  for (size_t i = 0; i < a.size(); ++i) {
+    Batch one;
+    one.add(a[i], static_cast<Pos>(i), 0, true);
+    expected.push_back(alone.decode(one));
+  }
+  Session ranged(*model_, options);
+  ranged.cache().set_seq_ranges(4);  // 64 cells each: sequence 2 lives in cells 128-191
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (i < b.size()) {
+      Batch other;
+      other.add(b[i], static_cast<Pos>(i), 0, true);
+      ranged.decode(other);
+    }
+    Batch one;
+    one.add(a[i], static_cast<Pos>(i), 2, true);
+    ASSERT_EQ(ranged.decode(one), expected[i]) << "token " << i;
+  }
+  for (int64_t c = 0; c < ranged.cache().size(); ++c) {
+    const KvCell& cell = ranged.cache().cell(c);
+    if (cell.has(2)) {
+      EXPECT_TRUE(c >= 128 && c < 192) << c;
+    }
+    if (cell.has(0)) {
+      EXPECT_LT(c, 64) << c;
+    }
+  }
+}
+
 TEST_F(SessionTest, RemovingASequenceAndDecodingAgainGivesTheSameLogits) {
   const auto a = encode("Once upon a time");
   const auto b = encode("Lily saw a big red ball");

@@ -85,7 +85,9 @@ class Generation {
   // unsubscribes) or the Generation is destroyed, and a call may still be under way when
   // subscribe() returns, so it must own what it touches (by value or shared_ptr), not point into
   // the subscriber; it reaches the Generation itself by weak_ptr (a shared_ptr would be a cycle).
-  void subscribe(std::function<void()> notify);
+  // With `pieces` false only the end is announced (the text waits for one take()): a reply sent
+  // whole needs no call per token, each of which wakes the subscriber's thread from the engine's.
+  void subscribe(std::function<void()> notify, bool pieces = true);
   // Stops the generation at the next step; its cells are freed then.
   void cancel() noexcept { cancelled_.store(true); }
   bool cancelled() const noexcept { return cancelled_.load(); }
@@ -106,8 +108,9 @@ class Generation {
   std::vector<std::string> pending_;  // settled pieces not yet polled
   GenerationUpdate state_;            // counts and the end; text unused
   std::shared_ptr<const std::function<void()>> notify_;
-  bool notifying_ = false;  // a call of notify_ is under way
-  bool renotify_ = false;   // something arrived during it: call again
+  bool notify_pieces_ = true;  // notify_ hears of new pieces, not only of the end
+  bool notifying_ = false;     // a call of notify_ is under way
+  bool renotify_ = false;      // something arrived during it: call again
 };
 
 struct EngineOptions {

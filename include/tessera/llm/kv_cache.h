@@ -54,6 +54,16 @@ class KvCache {
   // Free cells for n tokens, the first contiguous run that fits, else the first free cells in
   // order. Empty when fewer than n cells are free. Changes nothing.
   std::vector<int64_t> find_slots(int64_t n) const;
+  // Free cells for a batch's tokens (token t of sequence seqs[t]): a token of a sequence with a
+  // home range (set_seq_ranges) takes the lowest free cell of that range, so that the sequence's
+  // cells stay together and attention can skip the others' (FLASH_ATTN_EXT's span per query row);
+  // the other tokens, and those whose range is full, go where find_slots(n) would put them among
+  // the cells left. Without ranges it is find_slots(seqs.size()). Empty when too few cells are free.
+  std::vector<int64_t> find_slots(std::span<const SeqId> seqs) const;
+  // Sequence s < n gets [s * size() / n, (s + 1) * size() / n) as its home range (a server's slot
+  // and its share of the cache); 0 removes the ranges. Cells in use stay where they are.
+  void set_seq_ranges(int64_t n);
+  int64_t seq_ranges() const noexcept { return n_ranges_; }
   // Records token t (positions[t], seqs[t]) in cells[t]; every cell must be free.
   void store(std::span<const int64_t> cells, std::span<const Pos> positions, std::span<const SeqId> seqs);
 
@@ -86,6 +96,7 @@ class KvCache {
  private:
   std::vector<KvCell> cells_;
   int64_t used_ = 0;
+  int64_t n_ranges_ = 0;
   bool needs_k_shift_ = false;
   DType type_ = DType::F16;
   Context ctx_;

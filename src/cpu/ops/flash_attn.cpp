@@ -2,9 +2,11 @@
 // the softmax and the weighted sum of V, all in double. The fast path has two strategies:
 // - composed (V is the KV cache's transposed view, and the node does not ask for the online
 //   softmax): the composed ops' own kernels (MUL_MAT, SOFT_MAX, MUL_MAT) on scratch per group of
-//   query rows whose KQ holds about 4 MiB. On an AVX2 VM (bench/attention_bench) it is as fast as
-//   the graph ops for generation and prompts alike, and 1.3-2x faster than the online softmax
-//   (which wins only for one token over about 64 cells on 2 threads: not worth a second set of bits).
+//   query rows whose KQ holds about 4 MiB, over the span of cells the group's mask rows leave
+//   visible (a server's sequences each in their own range of the cache). On an AVX2 VM
+//   (bench/attention_bench) it is as fast as the graph ops for generation and prompts alike, and
+//   1.3-2x faster than the online softmax (which wins only for one token over about 64 cells on 2
+//   threads: not worth a second set of bits).
 // - online softmax: never holds a row's scores; it walks K/V in blocks of cells with a running max
 //   and sum (the accumulator rescaled when the max grows), reads F16 K/V straight from their
 //   layout (V as rows or channels), skips blocks the mask hides entirely, and lets the query heads
@@ -333,11 +335,101 @@ void fast(const ComputeContext& ctx, const Shapes& s, VLayout layout, Tensor& ds
   });
 }
 
+// ---------------------------------------------------------------- visible spans
+
+// A query row's span: the cells [lo, hi) around every cell its mask leaves visible (not -inf), in
+// every mask plane the row is broadcast over, rounded out to kSpanAlign cells. The composed ops run
+// over a group's span only: a cell outside it is hidden, so its softmax weight is exactly 0 and it
+// adds exactly 0 to the sums, and with both ends on multiples of kSpanAlign (or at n_kv) the
+// kernels' vector lanes and tails fall on the same cells as over [0, n_kv): the same bits.
+// A server's batch holds one row per sequence, each in its own range of the shared cache, so the
+// step's attention costs each sequence its own cells instead of every sequence's.
+constexpr int64_t kSpanAlign = 64;
+
+struct Span {
+  int64_t lo = 0, hi = 0;  // empty when hi <= lo: every cell is hidden
+  int64_t size() const noexcept { return std::max<int64_t>(0, hi - lo); }
+  bool empty() const noexcept { return hi <= lo; }
+};
+
+Span merge(Span a, Span b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)};
+}
+
+bool hidden(const char* p, DType type) {
+  if (type == DType::F16) {
+    uint16_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    return bits == 0xfc00;  // f16 -inf
+  }
+  float x;
+  std::memcpy(&x, p, sizeof x);
+  return x == kNegInf;
+}
+
+// The first cell in [from, to) of a mask row that is not hidden (to when none): a server's step
+// scans every row of a cache of all the slots' cells once per layer, so contiguous f32 rows go 16
+// cells at a time.
+int64_t first_visible(const char* row, size_t nb0, DType type, int64_t from, int64_t to) {
+  int64_t j = from;
+  if (type == DType::F32 && nb0 == sizeof(float)) {
+    constexpr int64_t kStep = 16;
+    const float* f = reinterpret_cast<const float*>(row);
+    for (; j + kStep <= to; j += kStep) {
+      bool all = true;
+      for (int64_t i = 0; i < kStep; ++i) all &= f[j + i] == kNegInf;
+      if (!all) break;
+    }
+  }
+  while (j < to && hidden(row + static_cast<size_t>(j) * nb0, type)) ++j;
+  return j;
+}
+
+// One past the last cell in [from, to) that is not hidden (from when none).
+int64_t last_visible_end(const char* row, size_t nb0, DType type, int64_t from, int64_t to) {
+  int64_t j = to;
+  if (type == DType::F32 && nb0 == sizeof(float)) {
+    constexpr int64_t kStep = 16;
+    const float* f = reinterpret_cast<const float*>(row);
+    for (; j - kStep >= from; j -= kStep) {
+      bool all = true;
+      for (int64_t i = 1; i <= kStep; ++i) all &= f[j - i] == kNegInf;
+      if (!all) break;
+    }
+  }
+  while (j > from && hidden(row + static_cast<size_t>(j - 1) * nb0, type)) --j;
+  return j;
+}
+
+Span visible_span(const Shapes& s, int64_t iq1) {
+  if (s.mask == nullptr) return {0, s.n_kv};
+  const Tensor& m = *s.mask;
+  const size_t nb0 = m.nb[0];
+  int64_t lo = s.n_kv, hi = 0;
+  for (int64_t i3 = 0; i3 < m.ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < m.ne[2]; ++i2) {
+      const char* row = m.at(0, iq1, i2, i3);
+      lo = first_visible(row, nb0, m.type, 0, lo);
+      hi = last_visible_end(row, nb0, m.type, hi, s.n_kv);
+    }
+  if (hi <= lo) return {};
+  return {lo / kSpanAlign * kSpanAlign, std::min(s.n_kv, (hi + kSpanAlign - 1) / kSpanAlign * kSpanAlign)};
+}
+
 // ---------------------------------------------------------------- composed strategy
 
 // KQ a group of query rows may hold (the scratch it takes): a 512-token batch at depth 4096 would
 // hold 151 MB of it at once; 4 MiB stays in the last-level cache.
 constexpr int64_t kGroupBytes = int64_t{4} << 20, kMinGroup = 32;
+// What a group of its own costs beyond its work, in cells x rows: its four ops' dispatches. A row
+// joins the group before it when the union of their spans costs less than that: rows of one
+// sequence (a prompt) go together, rows of sequences in different ranges of the cache do not.
+constexpr int64_t kGroupCost = 256;
+// Groups with less work than this (multiply-adds) run side by side, each on one thread, rather
+// than one after another on all of them: a server's step has one small group per sequence.
+constexpr int64_t kSmallGroupMacs = int64_t{1} << 21;
 
 // The composed ops need K rows and the KV cache's transposed V (V^T rows, MUL_MAT's weights) in place.
 bool composed_layout(const Shapes& s, VLayout layout) { return layout == VLayout::Channels && s.n_kv > 0; }
@@ -376,77 +468,168 @@ class Descriptors {
     TESSERA_ASSERT(used_ < items_.size());
     return items_[used_++];
   }
-  std::array<Tensor, 10> items_;
+  std::array<Tensor, 16> items_;
   size_t used_ = 0;
 };
 
-// The attention as the graph ops it is made of, run by their CPU kernels on descriptors of scratch
-// memory, per group of query rows whose KQ holds about kGroupBytes: MUL_MAT(K, Q), SCALE and TANH
-// when soft-capping (softcap * tanh(scale * KQ / softcap), then the softmax scales by softcap),
+// Consecutive query rows attended together over the union of their spans.
+struct Group {
+  int64_t t0 = 0, rows = 0;
+  Span span;
+};
+
+int64_t group_rows_max(const Shapes& s, int64_t span) {
+  const int64_t per_row =
+      std::max<int64_t>(1, span) * s.n_head * s.n_batch * static_cast<int64_t>(sizeof(float));
+  return std::max(kMinGroup, kGroupBytes / per_row / kMinGroup * kMinGroup);
+}
+
+std::vector<Group> groups_of(const Shapes& s) {
+  std::vector<Group> groups;
+  for (int64_t t = 0; t < s.n_q; ++t) {
+    const Span sp = visible_span(s, t);
+    if (!groups.empty()) {
+      Group& g = groups.back();
+      const Span u = merge(g.span, sp);
+      const int64_t together = (g.rows + 1) * u.size(),
+                    apart = g.rows * g.span.size() + sp.size() + kGroupCost;
+      if (g.rows < group_rows_max(s, u.size()) && together <= apart) {
+        ++g.rows;
+        g.span = u;
+        continue;
+      }
+    }
+    groups.push_back({t, 1, sp});
+  }
+  return groups;
+}
+
+size_t group_bytes(const Shapes& s, const Group& g) {
+  const size_t kq = static_cast<size_t>(g.span.size() * g.rows * s.n_head * s.n_batch) * sizeof(float);
+  const size_t kqv = static_cast<size_t>(s.d_v * s.n_head * s.n_batch * g.rows) * sizeof(float);
+  return kq + kqv + 64;  // and the alignment
+}
+
+// One group's attention as the graph ops it is made of, run by their CPU kernels on descriptors of
+// `memory` (group_bytes of it) over the group's span of cells: MUL_MAT(K, Q), SCALE and TANH when
+// soft-capping (softcap * tanh(scale * KQ / softcap), then the softmax scales by softcap),
 // SOFT_MAX with the mask, scale and ALiBi, MUL_MAT(V^T, P), and the merged heads copied into dst.
 // So the result has those kernels' bits: a query row's result does not depend on the group it is
-// in (MUL_MAT's bits do not depend on the batch width), nor on the thread count.
-void composed(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
+// in (MUL_MAT's bits do not depend on the batch width), nor on the thread count, nor on its span.
+// Each op runs on `threads` threads, or on the caller alone when it touches fewer than
+// min_parallel_bytes (generation's SOFT_MAX and copy are a few KiB).
+void composed_group(const ComputeContext& ctx, int threads, const Shapes& s, const Group& g, char* memory,
+                    Tensor& dst) {
   const FlashAttnParams p = flash_attn_params(dst);
-  const int64_t per_row = s.n_kv * s.n_head * s.n_batch * static_cast<int64_t>(sizeof(float));
-  const int64_t group = std::min(s.n_q, std::max(kMinGroup, kGroupBytes / per_row / kMinGroup * kMinGroup));
-  const size_t kq_bytes = static_cast<size_t>(group * per_row);
-  const size_t kqv_bytes = static_cast<size_t>(s.d_v * s.n_head * s.n_batch * group) * sizeof(float);
-  char* memory = ctx.scratch_memory(kq_bytes + kqv_bytes + 64);
+  const int64_t t0 = g.t0, rows = g.rows, lo = g.span.lo, n = g.span.size();
   char* kq_memory = memory + (64 - reinterpret_cast<uintptr_t>(memory) % 64) % 64;
-  char* kqv_memory = kq_memory + kq_bytes;
+  char* kqv_memory = kq_memory + static_cast<size_t>(n * rows * s.n_head * s.n_batch) * sizeof(float);
   // The inner kernels' own scratch (MUL_MAT's prepared Q rows) must not move ours.
   thread_local std::vector<char> inner_scratch;
   ComputeContext inner = ctx;
   inner.arena = nullptr;
   inner.scratch = &inner_scratch;
-  // Each op on the threads the backend would give it as a node of its own (generation's SOFT_MAX
-  // and copy are a few KiB: the caller alone).
   auto run = [&](Tensor& t) {
-    inner.n_threads = bytes_touched(t) < ctx.min_parallel_bytes ? 1 : ctx.n_threads;
+    inner.n_threads = bytes_touched(t) < ctx.min_parallel_bytes ? 1 : threads;
     compute_node(inner, t);
   };
   const Tensor& q = s.q;
   const Tensor* mask = s.mask;
+  const std::array<size_t, kMaxDims>& knb = s.k.nb;
   const std::array<size_t, kMaxDims>& vnb = s.v.nb;
-  for (int64_t t0 = 0; t0 < s.n_q; t0 += group) {
-    const int64_t rows = std::min(group, s.n_q - t0);
-    Descriptors d;
-    // V^T: [n_kv, D_v] rows per K/V head, the cache's own layout.
-    const Tensor& v_t =
-        d.view(s.v, {s.n_kv, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]}, 0);
-    const Tensor& q_part =
-        d.view(q, {s.d, rows, s.n_head, s.n_batch}, q.nb, static_cast<size_t>(t0) * q.nb[1]);
-    Tensor* kq = &d.node(Op::MulMat, {s.n_kv, rows, s.n_head, s.n_batch}, {&s.k, &q_part}, kq_memory);
-    run(*kq);
-    float softmax_scale = p.scale;
-    if (p.softcap != 0.0f) {
-      Tensor& scaled = d.node(Op::Scale, kq->ne, {kq}, kq_memory);
-      detail::store_params(scaled, ScaleParams{p.scale / p.softcap, 0.0f});
-      run(scaled);
-      Tensor& capped = d.node(Op::Unary, kq->ne, {&scaled}, kq_memory);
-      detail::store_params(capped, UnaryOp::Tanh);
-      run(capped);
-      kq = &capped;
-      softmax_scale = p.softcap;
+  Descriptors d;
+  // K rows and V^T ([n, D_v] rows per K/V head, the cache's own layout) of the span's cells.
+  const Tensor& k = d.view(s.k, {s.d, n, s.k.ne[2], s.k.ne[3]}, knb, static_cast<size_t>(lo) * knb[1]);
+  const Tensor& v_t = d.view(s.v, {n, s.d_v, s.v.ne[2], s.v.ne[3]}, {vnb[1], vnb[0], vnb[2], vnb[3]},
+                             static_cast<size_t>(lo) * vnb[1]);
+  // A lone query row of grouped heads (a generation step's row): the heads that share a K/V head
+  // are the columns of one product, so MUL_MAT reads each K row and V^T row once for all of them
+  // (in its tiles) instead of once per head. KQ and KQV are laid out the same either way
+  // ([n, 1, H] is [n, H / G, G] for G K/V heads), and MUL_MAT's bits do not depend on the width.
+  const int64_t n_kv_heads = s.n_head / s.heads_per_kv;
+  const bool fold = rows == 1 && s.heads_per_kv > 1 && s.n_batch == 1 && s.k.ne[3] == 1;
+  const std::array<int64_t, kMaxDims> kq_ne{n, rows, s.n_head, s.n_batch},
+      kq_fold_ne{n, s.heads_per_kv, n_kv_heads, 1};
+  const std::array<int64_t, kMaxDims> kqv_ne{s.d_v, rows, s.n_head, s.n_batch},
+      kqv_fold_ne{s.d_v, s.heads_per_kv, n_kv_heads, 1};
+  const Tensor& q_part =
+      fold ? d.view(q, {s.d, s.heads_per_kv, n_kv_heads, 1},
+                    {q.nb[0], q.nb[2], q.nb[2] * static_cast<size_t>(s.heads_per_kv), q.nb[3]},
+                    static_cast<size_t>(t0) * q.nb[1])
+           : d.view(q, {s.d, rows, s.n_head, s.n_batch}, q.nb, static_cast<size_t>(t0) * q.nb[1]);
+  Tensor* kq = &d.node(Op::MulMat, fold ? kq_fold_ne : kq_ne, {&k, &q_part}, kq_memory);
+  run(*kq);
+  float softmax_scale = p.scale;
+  if (p.softcap != 0.0f) {
+    Tensor& scaled = d.node(Op::Scale, kq->ne, {kq}, kq_memory);
+    detail::store_params(scaled, ScaleParams{p.scale / p.softcap, 0.0f});
+    run(scaled);
+    Tensor& capped = d.node(Op::Unary, kq->ne, {&scaled}, kq_memory);
+    detail::store_params(capped, UnaryOp::Tanh);
+    run(capped);
+    kq = &capped;
+    softmax_scale = p.softcap;
+  }
+  const Tensor* kq_rows = fold ? &d.view(*kq, kq_ne, contiguous_strides(DType::F32, kq_ne), 0) : kq;
+  const Tensor* mask_part = nullptr;
+  if (mask != nullptr)
+    mask_part = &d.view(*mask, {n, rows, mask->ne[2], mask->ne[3]}, mask->nb,
+                        static_cast<size_t>(t0) * mask->nb[1] + static_cast<size_t>(lo) * mask->nb[0]);
+  // The softmax sees each row and head as they are (ALiBi's slope is per head).
+  Tensor& probs = d.node(Op::SoftMax, kq_ne, {kq_rows, mask_part, dst.src[4]}, kq_memory);
+  detail::store_params(probs, SoftMaxParams{softmax_scale, p.max_bias});
+  run(probs);
+  const Tensor* probs_in =
+      fold ? &d.view(probs, kq_fold_ne, contiguous_strides(DType::F32, kq_fold_ne), 0) : &probs;
+  Tensor& kqv = d.node(Op::MulMat, fold ? kqv_fold_ne : kqv_ne, {&v_t, probs_in}, kqv_memory);
+  run(kqv);
+  const std::array<size_t, kMaxDims> kqv_nb = contiguous_strides(DType::F32, kqv_ne);
+  // The merged heads: kqv permuted to [D_v, H, rows, B], copied into the group's rows of dst.
+  const Tensor& merged =
+      d.view(kqv, {s.d_v, s.n_head, rows, s.n_batch}, {kqv_nb[0], kqv_nb[2], kqv_nb[1], kqv_nb[3]}, 0);
+  Tensor& out = d.view(dst, {s.d_v, s.n_head, rows, s.n_batch}, dst.nb, static_cast<size_t>(t0) * dst.nb[2]);
+  out.op = Op::Cpy;
+  out.src[0] = const_cast<Tensor*>(&merged);
+  run(out);
+}
+
+// Rows whose mask hides every cell: zeros, as SOFT_MAX defines such a row.
+void zero_rows(const Shapes& s, const Group& g, Tensor& dst) {
+  for (int64_t b = 0; b < s.n_batch; ++b)
+    for (int64_t t = g.t0; t < g.t0 + g.rows; ++t)
+      std::memset(dst.at(0, 0, t, b), 0, static_cast<size_t>(s.d_v * s.n_head) * sizeof(float));
+}
+
+// The attention per group of query rows (groups_of): the large groups one after another, each op
+// on all threads; the small ones (a server's step: a row per sequence) side by side, one group per
+// thread at a time.
+void composed(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
+  const std::vector<Group> groups = groups_of(s);
+  std::vector<const Group*> small;
+  for (const Group& g : groups) {
+    if (g.span.empty()) {
+      zero_rows(s, g, dst);
+      continue;
     }
-    const Tensor* mask_part = mask;  // its rows past the group's are not read
-    if (mask != nullptr && t0 > 0)
-      mask_part = &d.view(*mask, {s.n_kv, rows, mask->ne[2], mask->ne[3]}, mask->nb,
-                          static_cast<size_t>(t0) * mask->nb[1]);
-    Tensor& probs = d.node(Op::SoftMax, kq->ne, {kq, mask_part, dst.src[4]}, kq_memory);
-    detail::store_params(probs, SoftMaxParams{softmax_scale, p.max_bias});
-    run(probs);
-    const Tensor& kqv = d.node(Op::MulMat, {s.d_v, rows, s.n_head, s.n_batch}, {&v_t, &probs}, kqv_memory);
-    run(const_cast<Tensor&>(kqv));
-    // The merged heads: kqv permuted to [D_v, H, rows, B], copied into the group's rows of dst.
-    const Tensor& merged =
-        d.view(kqv, {s.d_v, s.n_head, rows, s.n_batch}, {kqv.nb[0], kqv.nb[2], kqv.nb[1], kqv.nb[3]}, 0);
-    Tensor& out =
-        d.view(dst, {s.d_v, s.n_head, rows, s.n_batch}, dst.nb, static_cast<size_t>(t0) * dst.nb[2]);
-    out.op = Op::Cpy;
-    out.src[0] = const_cast<Tensor*>(&merged);
-    run(out);
+    const int64_t macs = g.rows * g.span.size() * s.n_head * s.n_batch * (s.d + s.d_v);
+    if (macs < kSmallGroupMacs) {
+      small.push_back(&g);
+      continue;
+    }
+    composed_group(ctx, ctx.n_threads, s, g, ctx.scratch_memory(group_bytes(s, g)), dst);
+  }
+  if (small.size() == 1) {
+    composed_group(ctx, ctx.n_threads, s, *small[0], ctx.scratch_memory(group_bytes(s, *small[0])), dst);
+  } else if (!small.empty()) {
+    ctx.parallel_for(static_cast<int64_t>(small.size()), [&](int64_t begin, int64_t end) {
+      thread_local std::vector<char> memory;
+      for (int64_t i = begin; i < end; ++i) {
+        const Group& g = *small[static_cast<size_t>(i)];
+        const size_t bytes = group_bytes(s, g);
+        if (memory.size() < bytes) memory.resize(bytes);
+        composed_group(ctx, 1, s, g, memory.data(), dst);
+      }
+    });
   }
 }
 
