@@ -126,6 +126,17 @@ Qkv project_qkv(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
           ops::reshape(ctx, project(l.wk, l.bk, "k"), hd, h.n_head_kv, n_tokens), project(l.wv, l.bv, "v")};
 }
 
+// RMS norm of Q or K ([hd, heads, n_tokens]) times `weight`: per head when the weight is one head
+// wide (Qwen3, Gemma 3), over the whole projection when it is heads * hd wide (OLMoE; with one head
+// the two are the same).
+Tensor* qk_norm(GraphBuild& b, Tensor* x, Tensor* weight, const char* what, int64_t il) {
+  const float eps = b.model.hparams().rms_eps;
+  if (weight->ne[0] == x->ne[0]) return rms_norm(b, x, weight, eps, what, il);
+  Tensor* flat = x->is_contiguous() ? x : ops::cont(b.ctx, x);
+  flat = ops::reshape(b.ctx, flat, x->ne[0] * x->ne[1], x->ne[2]);
+  return ops::reshape(b.ctx, rms_norm(b, flat, weight, eps, what, il), x->ne[0], x->ne[1], x->ne[2]);
+}
+
 }  // namespace
 
 Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p) {
@@ -135,10 +146,12 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
   auto [q, k, v] = project_qkv(b, l, il, cur);
-  if (l.q_norm != nullptr) q = rms_norm(b, q, l.q_norm, h.rms_eps, "q_norm", il);
-  if (l.k_norm != nullptr) k = rms_norm(b, k, l.k_norm, h.rms_eps, "k_norm", il);
-  q = named(ops::rope(ctx, q, b.positions, p.freq_factors, p.rope), "q_rope", il);
-  k = named(ops::rope(ctx, k, b.positions, p.freq_factors, p.rope), "k_rope", il);
+  if (l.q_norm != nullptr) q = qk_norm(b, q, l.q_norm, "q_norm", il);
+  if (l.k_norm != nullptr) k = qk_norm(b, k, l.k_norm, "k_norm", il);
+  if (p.use_rope) {
+    q = named(ops::rope(ctx, q, b.positions, p.freq_factors, p.rope), "q_rope", il);
+    k = named(ops::rope(ctx, k, b.positions, p.freq_factors, p.rope), "k_rope", il);
+  }
   if (p.q_scale != 0.0f) q = named(ops::scale(ctx, q, p.q_scale), "q_scaled", il);
   store_kv(b, il, ops::reshape(ctx, k, n_embd_kv, n_tokens), v);
 
@@ -228,24 +241,35 @@ Tensor* encoder(GraphBuild& b, const AttentionParams& ap) {
 }
 
 Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act) {
-  auto named = GraphBuild::named;
+  return gated_ffn(b, {l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_b, l.ffn_up_b, l.ffn_down_b}, "ffn", il,
+                   cur, act);
+}
+
+Tensor* gated_ffn(GraphBuild& b, const FfnWeights& w, const char* what, int64_t il, Tensor* cur,
+                  FfnActivation act) {
   Context& ctx = b.ctx;
+  const auto named = [&](Tensor* t, const char* part) {
+    return GraphBuild::named(t, fmt::format("{}_{}", what, part).c_str(), il);
+  };
+  const auto biased = [&](Tensor* t, Tensor* bias, const char* part) {
+    return bias != nullptr ? named(ops::add(ctx, t, bias), part) : t;
+  };
   Tensor *gate = nullptr, *up = nullptr;
-  if (l.ffn_gate != nullptr) {
-    gate = named(ops::mul_mat(ctx, l.ffn_gate, cur), "ffn_gate", il);
-    up = named(ops::mul_mat(ctx, l.ffn_up, cur), "ffn_up", il);
+  if (w.gate != nullptr) {
+    gate = biased(named(ops::mul_mat(ctx, w.gate, cur), "gate"), w.gate_b, "gate_biased");
+    up = biased(named(ops::mul_mat(ctx, w.up, cur), "up"), w.up_b, "up_biased");
   } else {
     // Fused: rows [0, n_ff) are the gate, [n_ff, 2 n_ff) the up projection.
-    Tensor* both = named(ops::mul_mat(ctx, l.ffn_up, cur), "ffn_gate_up_fused", il);
+    Tensor* both = named(ops::mul_mat(ctx, w.up, cur), "gate_up_fused");
     const int64_t n_ff = both->ne[0] / 2;
     const size_t half = static_cast<size_t>(n_ff) * sizeof(float), row = both->nb[1];
     const size_t all = row * static_cast<size_t>(both->ne[1]);
     gate = ops::view(ctx, both, {n_ff, both->ne[1], 1, 1}, row, all, all, 0);
     up = ops::view(ctx, both, {n_ff, both->ne[1], 1, 1}, row, all, all, half);
   }
-  gate = named(act == FfnActivation::Silu ? ops::silu(ctx, gate) : ops::gelu(ctx, gate), "ffn_act", il);
-  return named(ops::mul_mat(ctx, l.ffn_down, named(ops::mul(ctx, gate, up), "ffn_gate_up", il)), "ffn_out",
-               il);
+  gate = named(act == FfnActivation::Silu ? ops::silu(ctx, gate) : ops::gelu(ctx, gate), "act");
+  Tensor* out = named(ops::mul_mat(ctx, w.down, named(ops::mul(ctx, gate, up), "gate_up")), "out");
+  return biased(out, w.down_b, "out_biased");
 }
 
 Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const MoeParams& p) {
@@ -266,7 +290,7 @@ Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const Mo
   weights = ops::reshape(ctx, weights, n_used, n_tokens);
   if (p.softmax_of_selected) {
     weights = ops::soft_max(ctx, weights);  // over the picked logits only
-  } else {
+  } else if (p.renormalize) {
     // Renormalised to sum 1 (the sum clamped away from 0 as llama.cpp does: F16's smallest normal).
     Tensor* sum = ops::clamp(ctx, ops::sum_rows(ctx, weights), 6.103515625e-5f, INFINITY);
     weights = ops::div(ctx, weights, sum);
@@ -302,23 +326,46 @@ Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il
   return GraphBuild::named(ops::scale(b.ctx, t, c), what, il);
 }
 
-Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap) {
+Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoeParams& moe) {
   const Model& m = b.model;
   const Hparams& h = m.hparams();
-  Tensor* x = GraphBuild::named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1);
+  auto named = GraphBuild::named;
+  Context& ctx = b.ctx;
+  Tensor* x = named(ops::get_rows(ctx, m.token_embd(), b.tokens), "embd", -1);
+  if (h.embedding_scale != 0.0f) x = named(ops::scale(ctx, x, h.embedding_scale), "embd_scaled", -1);
+  // Granite scales each block's output before its residual add (llama.cpp: cur * s + x).
+  const auto residual = [&](Tensor* out, const char* what, int64_t il) {
+    if (h.residual_scale == 0.0f) return named(ops::add(ctx, x, out), what, il);
+    return named(ops::add(ctx, ops::scale(ctx, out, h.residual_scale), x), what, il);
+  };
   for (int64_t il = 0; il < h.n_layer; ++il) {
     const Layer& l = m.layers()[static_cast<size_t>(il)];
+    AttentionParams lp = ap;
+    lp.use_rope = ap.use_rope && h.rope_layer(il);
     Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
-    cur = attention(b, l, il, cur, ap);
-    x = GraphBuild::named(ops::add(b.ctx, x, cur), "attn_residual", il);
+    cur = attention(b, l, il, cur, lp);
+    x = residual(cur, "attn_residual", il);
     cur = rms_norm(b, x, l.ffn_norm, h.rms_eps, "ffn_in", il);
-    cur = l.ffn_gate_inp != nullptr ? moe_ffn(b, l, il, cur) : gated_ffn(b, l, il, cur, FfnActivation::Silu);
-    x = GraphBuild::named(ops::add(b.ctx, x, cur), "l_out", il);
+    if (l.ffn_gate_inp != nullptr) {
+      Tensor* experts = moe_ffn(b, l, il, cur, moe);
+      if (l.ffn_up_shexp != nullptr) {
+        Tensor* shared = gated_ffn(b, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, "ffn_shexp", il,
+                                   cur, FfnActivation::Silu);
+        experts = named(ops::add(ctx, experts, shared), "ffn_moe_shexp_out", il);
+      }
+      cur = experts;
+    } else {
+      cur = gated_ffn(b, l, il, cur, FfnActivation::Silu);
+    }
+    x = residual(cur, "l_out", il);
   }
   x = b.select_outputs(x);
   x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
   if (b.embeddings) return x;
-  return GraphBuild::named(ops::mul_mat(b.ctx, m.output(), x), "logits");
+  Tensor* logits = named(ops::mul_mat(ctx, m.output(), x), "logits", -1);
+  if (h.logit_scale != 0.0f)
+    logits = named(ops::scale(ctx, logits, 1.0f / h.logit_scale), "logits_scaled", -1);
+  return logits;
 }
 
 Tensor* sandwich_norm_decoder(GraphBuild& b,
@@ -351,6 +398,7 @@ void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const H
                   Tensor* freq_factors) {
   const Hparams& h = b.model.hparams();
   for (int64_t il = 0; il < h.n_layer; ++il) {
+    if (!h.rope_layer(il)) continue;  // its K carries no position
     Tensor* k_cache = b.cache.k(il);
     Tensor* heads = ops::reshape(b.ctx, k_cache, h.head_dim(), h.n_head_kv, k_cache->ne[1]);
     Tensor* roped =

@@ -67,12 +67,15 @@ struct AttentionParams {
   float kq_scale = 1.0f;           // the scale of KQ
   float softcap = 0.0f;            // the scaled KQ s becomes softcap * tanh(s / softcap) (0: none)
   int32_t window = 0;              // sliding window in positions; 0: attend to the whole sequence
-  bool use_rope = true;            // false: positions come from elsewhere (BERT's learned ones)
+  // false: no ROPE on Q and K (BERT's learned positions; the layers without rope of SmolLM3 and of
+  // Granite's rope.scaling.finetuned = false)
+  bool use_rope = true;
 };
 
 // Self-attention of layer il over the normed input `cur` ([n_embd, n_tokens]): Q/K/V projections
-// (fused wqkv or separate, with the layer's biases when it has them), per-head Q/K RMS norms when
-// the layer has them, ROPE at the batch positions, K/V stored at the batch's cells, softmax over
+// (fused wqkv or separate, with the layer's biases when it has them), Q/K RMS norms when the layer
+// has them (per head for a weight one head wide, else over the whole projection: OLMoE), ROPE at the
+// batch positions (unless !p.use_rope), K/V stored at the batch's cells, softmax over
 // the cache cells under the mask (K/V heads shared by groups of n_head / n_head_kv query heads;
 // the layer's attention sinks, when it has them, join every softmax denominator), output
 // projection (plus its bias where the layer has one). The softmax attention is one FLASH_ATTN_EXT
@@ -86,7 +89,16 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
 Tensor* encoder_attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
 
 enum class FfnActivation { Silu, Gelu };
-// down(act(gate cur) * up cur); with no ffn_gate, ffn_up's 2 * n_ff rows are gate then up.
+// A gated FFN's matrices and optional biases.
+struct FfnWeights {
+  Tensor *gate, *up, *down;
+  Tensor *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;
+};
+// down(act(gate cur + gate_b) * (up cur + up_b)) + down_b (each bias where there is one); with no
+// gate matrix, up's 2 * n_ff rows are gate then up. Nodes are named "<what>_gate" and so on.
+Tensor* gated_ffn(GraphBuild& b, const FfnWeights& w, const char* what, int64_t il, Tensor* cur,
+                  FfnActivation act);
+// The layer's ffn_gate/up/down with their biases, named "ffn_*".
 Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act);
 
 // How a mixture of experts routes and activates (llama.cpp's gating functions and FFN ops).
@@ -95,6 +107,9 @@ struct MoeParams {
   // probabilities renormalised to sum 1 weight. true (gpt-oss, SOFTMAX_WEIGHT): the largest logits
   // pick, and the softmax over just those weights.
   bool softmax_of_selected = false;
+  // With softmax_of_selected false: whether the picked probabilities are renormalised to sum 1
+  // (Mixtral, Qwen3-MoE, granitemoe) or weight as they are (OLMoE).
+  bool renormalize = true;
   // false: SILU(gate) * up; true: gpt-oss's clamped SwiGLU (GLU SWIGLU_OAI, alpha 1.702, limit 7).
   bool swiglu_oai = false;
 };
@@ -119,11 +134,14 @@ Tensor* gelu_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur);
 // c * tanh(x / c): soft-capping of attention or output logits.
 Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il);
 
-// The pre-norm decoder that llama, qwen2, qwen3, qwen3moe and phi3 share: x = embeddings; per layer
-// x += attention(RMS_NORM(x) * attn_norm), x += gated_ffn(RMS_NORM(x) * ffn_norm) with SILU (moe_ffn
-// where the layer has a router);
-// logits = output(RMS_NORM(x) * output_norm) for the wanted rows.
-Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap);
+// The pre-norm decoder that llama, qwen2, qwen3, qwen3moe, phi3, granite, granitemoe, olmoe and
+// smollm3 share: x = embeddings (times Hparams::embedding_scale when set); per layer
+// x += attention(RMS_NORM(x) * attn_norm) (rope on the layers Hparams::rope_layer says),
+// x += gated_ffn(RMS_NORM(x) * ffn_norm) with SILU (moe_ffn as `moe` says where the layer has a
+// router, plus the shared expert where it has one), each block's output times
+// Hparams::residual_scale when set; logits = output(RMS_NORM(x) * output_norm) for the wanted rows,
+// divided by Hparams::logit_scale when set.
+Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoeParams& moe = {});
 
 // The decoder Gemma 2 and 3 share: x = embeddings * sqrt(n_embd); per layer
 // x += RMS_NORM(attention(RMS_NORM(x) * attn_norm)) * post_attn_norm,
@@ -132,7 +150,8 @@ Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap);
 Tensor* sandwich_norm_decoder(GraphBuild& b,
                               AttentionParams (*attention_of_layer)(const GraphBuild& b, int64_t il));
 
-// Re-ropes every layer's cached K by each cell's recorded shift (KvCache::seq_shift);
+// Re-ropes every layer's cached K (but those of layers without rope, Hparams::rope_layer) by each
+// cell's recorded shift (KvCache::seq_shift);
 // `shifts` is I32 [n_cells]; rope(il) gives layer il's rope parameters.
 void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const Hparams& h, int64_t il),
                   Tensor* freq_factors);

@@ -37,6 +37,15 @@ float HparamReader::float_or(const std::string& key, float fallback, float lo, f
   return static_cast<float>(x);
 }
 
+float HparamReader::required_float(const std::string& key, float lo, float hi) const {
+  if (!has(key)) raise(ErrorCode::CorruptFile, "hyperparameter {} is missing", full(key));
+  return float_or(key, 0.0f, lo, hi);
+}
+
+bool HparamReader::bool_or(const std::string& key, bool fallback) const {
+  return has(key) ? file_.get_bool(full(key)) : fallback;
+}
+
 std::string HparamReader::string_or(const std::string& key, const std::string& fallback) const {
   return has(key) ? file_.get_string(full(key)) : fallback;
 }

@@ -22,6 +22,8 @@ class HparamReader {
   int64_t int_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const;
   // A finite float key in [lo, hi] (an integer value is accepted too); absent: `fallback`.
   float float_or(const std::string& key, float fallback, float lo, float hi) const;
+  float required_float(const std::string& key, float lo, float hi) const;
+  bool bool_or(const std::string& key, bool fallback) const;
   std::string string_or(const std::string& key, const std::string& fallback) const;
 
  private:

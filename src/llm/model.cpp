@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "arch/architecture.h"
 #include "core/check.h"
@@ -362,6 +363,16 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       raise(ErrorCode::Unsupported, "{}: tensor {} has type {}, which is not supported for weights", path,
             info->name, tessera::name(t));
     found.push_back({&spec, info});
+  }
+  if (plan.every_tensor_read()) {
+    std::unordered_set<std::string_view> read;
+    for (const Found& x : found) read.insert(x.info->name);
+    for (const gguf::TensorInfo& t : f.tensors())
+      if (!read.contains(t.name))
+        raise(ErrorCode::Unsupported,
+              "{}: tensor {} is not supported: the {} graph has no place for it, and the model computed "
+              "without it would not be this file's",
+              path, t.name, m->hparams_.arch);
   }
   m->resolve_devices(options);
 

@@ -105,6 +105,16 @@ Identity identity_of(const Model& m) {
   add("final_softcap", h.final_softcap);
   add("q_scale", h.q_scale);
   add("n_ctx_train", h.n_ctx_train);
+  add("n_expert", h.n_expert);
+  add("n_expert_used", h.n_expert_used);
+  add("n_ff_exp", h.n_ff_exp);
+  add("n_ff_shexp", h.n_ff_shexp);
+  add("embedding_scale", h.embedding_scale);
+  add("residual_scale", h.residual_scale);
+  add("attention_scale", h.attention_scale);
+  add("logit_scale", h.logit_scale);
+  add("use_rope", h.use_rope);
+  add("no_rope_layer_step", h.no_rope_layer_step);
 
   auto weight = [&](const Tensor* t) {
     if (t != nullptr) id.weights.push_back({t->name, std::string(name(t->type)), t->ne});
@@ -116,10 +126,18 @@ Identity identity_of(const Model& m) {
   weight(w.rope_freqs);
   weight(w.rope_factors_long);
   weight(w.rope_factors_short);
-  for (const Layer& l : w.layers)
+  for (const Layer& l : w.layers) {
     for (const Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.bq, l.bk, l.bv, l.q_norm, l.k_norm, l.wo,
-                            l.post_attn_norm, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down, l.post_ffn_norm})
+                            l.bo, l.attn_sinks, l.post_attn_norm})
       weight(t);
+    for (const Tensor* t : {l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_b, l.ffn_up_b,
+                            l.ffn_down_b, l.post_ffn_norm})
+      weight(t);
+    for (const Tensor* t : {l.ffn_gate_inp, l.ffn_gate_inp_b, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
+                            l.ffn_gate_exps_b, l.ffn_up_exps_b, l.ffn_down_exps_b, l.ffn_gate_shexp,
+                            l.ffn_up_shexp, l.ffn_down_shexp})
+      weight(t);
+  }
 
   if (const gguf::File* f = m.file()) {
     id.gguf_size = f->file_size();

@@ -33,12 +33,30 @@ void WeightPlan::add_attention(int64_t il) {
   add_layer(il, l.wo, "attn_output", h_.head_dim_v() * h_.n_head, h_.n_embd);
 }
 
-void WeightPlan::add_gated_ffn(int64_t il) {
+void WeightPlan::add_attention_biases(int64_t il) {
+  Layer& l = layer(il);
+  add_layer_bias(il, l.bq, "attn_q", h_.n_embd_q(), /*optional=*/true);
+  add_layer_bias(il, l.bk, "attn_k", h_.n_embd_kv(), /*optional=*/true);
+  add_layer_bias(il, l.bv, "attn_v", h_.n_embd_v_kv(), /*optional=*/true);
+}
+
+void WeightPlan::add_gated_ffn(int64_t il, bool biases) {
   Layer& l = layer(il);
   add_layer(il, l.ffn_norm, "ffn_norm", h_.n_embd);
   add_layer(il, l.ffn_gate, "ffn_gate", h_.n_embd, h_.n_ff);
   add_layer(il, l.ffn_up, "ffn_up", h_.n_embd, h_.n_ff);
   add_layer(il, l.ffn_down, "ffn_down", h_.n_ff, h_.n_embd);
+  if (!biases) return;
+  add_layer_bias(il, l.ffn_gate_b, "ffn_gate", h_.n_ff, /*optional=*/true);
+  add_layer_bias(il, l.ffn_up_b, "ffn_up", h_.n_ff, /*optional=*/true);
+  add_layer_bias(il, l.ffn_down_b, "ffn_down", h_.n_embd, /*optional=*/true);
+}
+
+void WeightPlan::add_shared_expert(int64_t il, int64_t n_ff_shexp) {
+  Layer& l = layer(il);
+  add_layer(il, l.ffn_gate_shexp, "ffn_gate_shexp", h_.n_embd, n_ff_shexp);
+  add_layer(il, l.ffn_up_shexp, "ffn_up_shexp", h_.n_embd, n_ff_shexp);
+  add_layer(il, l.ffn_down_shexp, "ffn_down_shexp", n_ff_shexp, h_.n_embd);
 }
 
 void WeightPlan::add_moe_ffn(int64_t il, int64_t n_ff_exp, const char* norm, bool biases) {

@@ -48,7 +48,13 @@ class WeightPlan {
   void add_embeddings_and_output();
   // attn_norm, attn_q/k/v, attn_output; ffn_norm, ffn_gate/up/down: the llama layer's weights.
   void add_attention(int64_t il);
-  void add_gated_ffn(int64_t il);
+  // The optional biases of attn_q/k/v (Granite, SmolLM3: the converters write them when the
+  // checkpoint has them).
+  void add_attention_biases(int64_t il);
+  // With biases: optional ffn_gate/up/down biases too (Granite).
+  void add_gated_ffn(int64_t il, bool biases = false);
+  // The shared expert ffn_gate/up/down_shexp, n_ff_shexp wide (granitemoe).
+  void add_shared_expert(int64_t il, int64_t n_ff_shexp);
   // The FFN's input norm (blk.N.<norm>.weight into ffn_norm), the router ffn_gate_inp and the
   // experts ffn_gate/up/down_exps, each n_ff_exp wide; with biases, the router's and the experts'
   // biases too (gpt-oss).
@@ -56,10 +62,17 @@ class WeightPlan {
   // post_attention_norm and post_ffw_norm (Gemma).
   void add_post_norms(int64_t il);
 
+  // Every tensor of the file must be one the plan declares (or a fallback one reads): a tensor the
+  // graph would not read (a bias, a fused projection, a variant's extra weights) is an Error naming
+  // it, rather than a model computed without it.
+  void require_every_tensor_read() noexcept { every_tensor_read_ = true; }
+  bool every_tensor_read() const noexcept { return every_tensor_read_; }
+
  private:
   ModelWeights& w_;
   const Hparams& h_;
   std::vector<WeightSpec> specs_;
+  bool every_tensor_read_ = false;
 };
 
 }  // namespace tessera::llm

@@ -23,17 +23,21 @@ using namespace tessera::llm;
 namespace {
 
 const std::string kShared = std::string(TESSERA_SHARED_DIR) + "/models/";
+const std::string kFixtures = std::string(TESSERA_FIXTURES_DIR) + "/archs/";  // granite, olmoe, smollm3
 
 struct Rewrite {
   std::map<std::string, gguf::Value> set;  // keys replaced or added
   std::vector<std::string> drop_keys;
   std::string drop_tensor;
   std::string shrink_tensor;  // written with its last row dropped (a shape one short in ne1 or ne0)
+  std::string add_tensor;     // an extra F32 tensor of zeros, add_ne its shape
+  std::vector<int64_t> add_ne;
 };
 
-// `source` (relative to ../shared/models) rewritten as `r` says, into a temporary file.
+// `source` (relative to ../shared/models, or an absolute path) rewritten as `r` says, into a
+// temporary file.
 std::string rewritten(const std::string& source, const std::string& name, const Rewrite& r) {
-  const auto f = gguf::File::open(kShared + source);
+  const auto f = gguf::File::open(source.starts_with("/") ? source : kShared + source);
   gguf::Writer w;
   for (const auto& [k, v] : f.kvs()) {
     if (k == "general.alignment" || std::find(r.drop_keys.begin(), r.drop_keys.end(), k) != r.drop_keys.end())
@@ -51,6 +55,13 @@ std::string rewritten(const std::string& source, const std::string& name, const 
       ne[last] -= 1;
     }
     w.add_tensor_raw(t.name, t.type_id, ne, f.tensor_data(t), bytes);
+  }
+  std::vector<float> zeros;
+  if (!r.add_tensor.empty()) {
+    int64_t n = 1;
+    for (int64_t d : r.add_ne) n *= d;
+    zeros.assign(static_cast<size_t>(n), 0.0f);
+    w.add_tensor_raw(r.add_tensor, 0, r.add_ne, zeros.data(), zeros.size() * sizeof(float));
   }
   const std::string path = testing::TempDir() + "/" + name;
   w.write(path);
@@ -75,6 +86,13 @@ Rewrite without_tensor(std::string name) {
 Rewrite shrinking(std::string name) {
   Rewrite r;
   r.shrink_tensor = std::move(name);
+  return r;
+}
+
+Rewrite adding(std::string name, std::vector<int64_t> ne) {
+  Rewrite r;
+  r.add_tensor = std::move(name);
+  r.add_ne = std::move(ne);
   return r;
 }
 
@@ -335,6 +353,131 @@ TEST(Architectures, TokenByTokenMatchesOneBatch) {
     const auto n_vocab = static_cast<size_t>(m->hparams().n_vocab);
     std::vector<Token> tokens;
     for (int i = 0; i < 48; ++i) tokens.push_back((i * 37 + 11) % 512);
+    SessionOptions so;
+    so.n_ctx = 64;
+    so.n_threads = 2;
+    Session batch(*m, so), step(*m, so);
+    const std::vector<float> all = batch.decode(tokens, true);
+    double worst = 0.0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      const std::vector<float>& one = step.decode(std::span<const Token>(&tokens[t], 1));
+      for (size_t i = 0; i < n_vocab; ++i)
+        worst = std::max(worst, std::fabs(static_cast<double>(one[i]) - all[t * n_vocab + i]));
+    }
+    EXPECT_LT(worst, 1e-3);
+  }
+}
+
+TEST(Architectures, GraniteOlmoeSmolLm3ReadTheirHyperparametersAndWeights) {
+  auto g = Model::load(kFixtures + "tiny-granite-f32.gguf");
+  const Hparams& h = g->hparams();
+  EXPECT_FLOAT_EQ(h.embedding_scale, 12.0f);
+  EXPECT_FLOAT_EQ(h.residual_scale, 0.22f);
+  EXPECT_FLOAT_EQ(h.attention_scale, 0.15f);
+  EXPECT_FLOAT_EQ(h.logit_scale, 8.0f);
+  EXPECT_TRUE(h.rope_layer(0) && h.rope_layer(3));
+  const Layer& l = g->layers()[1];
+  for (const Tensor* t : {l.bq, l.bk, l.bv, l.bo, l.ffn_gate_b, l.ffn_up_b, l.ffn_down_b})
+    EXPECT_NE(t, nullptr);
+  EXPECT_FALSE(Model::load(kFixtures + "tiny-granite-norope-f32.gguf")->hparams().rope_layer(0));
+
+  auto gm = Model::load(kFixtures + "tiny-granitemoe-f32.gguf");
+  EXPECT_EQ(gm->hparams().n_expert, 8);
+  EXPECT_EQ(gm->hparams().n_ff_shexp, 96);
+  EXPECT_EQ(gm->layers()[0].ffn_up_shexp->ne, (std::array<int64_t, 4>{64, 96, 1, 1}));
+  EXPECT_EQ(gm->layers()[0].ffn_up_exps->ne, (std::array<int64_t, 4>{64, 64, 8, 1}));
+
+  auto o = Model::load(kFixtures + "tiny-olmoe-f32.gguf");
+  EXPECT_EQ(o->layers()[0].q_norm->ne[0], 64);  // the whole projection, not one head (16)
+  EXPECT_EQ(o->layers()[0].k_norm->ne[0], 64);
+
+  auto s = Model::load(kFixtures + "tiny-smollm3-f32.gguf");
+  EXPECT_TRUE(s->tied_output());
+  for (int64_t il = 0; il < 8; ++il) EXPECT_EQ(s->hparams().rope_layer(il), il % 4 != 3) << il;
+}
+
+TEST(Architectures, WhatGraniteOlmoeAndSmolLm3DoNotImplementIsRefusedByName) {
+  struct Bad {
+    const char* file;
+    Rewrite r;
+    const char* says;
+  };
+  const std::string granite = kFixtures + "tiny-granite-f32.gguf",
+                    gmoe = kFixtures + "tiny-granitemoe-f32.gguf", olmoe = kFixtures + "tiny-olmoe-f32.gguf",
+                    smol = kFixtures + "tiny-smollm3-f32.gguf";
+  const Bad bad[] = {
+      // A tensor the graph would not read: an Error naming it, not a model computed without it.
+      {smol.c_str(), adding("blk.1.attn_output.bias", {64}), "blk.1.attn_output.bias"},
+      {olmoe.c_str(), adding("blk.0.attn_q.bias", {64}), "blk.0.attn_q.bias"},
+      {granite.c_str(), adding("blk.2.attn_qkv.weight", {64, 128}), "blk.2.attn_qkv.weight"},
+      {gmoe.c_str(), adding("blk.0.ffn_gate_shexp.bias", {96}), "blk.0.ffn_gate_shexp.bias"},
+      // Keys: granite's logit scale is required; Granite Vision's inputs, routing other than the
+      // architecture's and rope over part of a head are refused.
+      {granite.c_str(), without_key("granite.logit_scale"), "granite.logit_scale"},
+      {granite.c_str(), setting({{"granite.logit_scale", 0.0f}}), "granite.logit_scale"},
+      {granite.c_str(), setting({{"granite.residual_scale", -1.0f}}), "granite.residual_scale"},
+      {granite.c_str(),
+       setting({{"granite.deepstack_mapping", gguf::ArrayValue::of(std::vector<int32_t>{-1, 0})}}),
+       "granite.deepstack_mapping"},
+      {granite.c_str(), setting({{"granite.rope.dimension_count", uint32_t{8}}}),
+       "granite.rope.dimension_count"},
+      {gmoe.c_str(), setting({{"granitemoe.expert_weights_norm", false}}), "granitemoe.expert_weights_norm"},
+      {olmoe.c_str(), setting({{"olmoe.expert_weights_norm", true}}), "olmoe.expert_weights_norm"},
+      {olmoe.c_str(), setting({{"olmoe.expert_weights_scale", 2.5f}}), "olmoe.expert_weights_scale"},
+      {olmoe.c_str(), setting({{"olmoe.expert_gating_func", uint32_t{2}}}), "olmoe.expert_gating_func"},
+      {olmoe.c_str(), setting({{"olmoe.attention.head_count_kv", uint32_t{2}}}), "olmoe"},
+      {olmoe.c_str(), without_key("olmoe.expert_count"), "olmoe.expert_count"},
+      {smol.c_str(), setting({{"smollm3.attention.scale", 0.1f}}), "smollm3.attention.scale"},
+  };
+  int i = 0;
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.says);
+    const std::string msg = load_error(rewritten(b.file, fmt::format("refused{}.gguf", i++), b.r));
+    EXPECT_MENTIONS(msg, b.says);
+  }
+}
+
+TEST(Architectures, ShiftingSkipsTheLayersWithoutRope) {
+  // Decoded at 0.. then moved by 5: the next token's logits are those of a decode at 5.. (the K
+  // of smollm3's layer 3 and of every granite-norope layer carry no position, so nothing re-ropes
+  // them).
+  for (const char* file :
+       {"tiny-smollm3-f32.gguf", "tiny-granite-norope-f32.gguf", "tiny-granite-f32.gguf"}) {
+    SCOPED_TRACE(file);
+    auto m = Model::load(kFixtures + file);
+    std::vector<Token> tokens;
+    for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 11) % 300);
+    SessionOptions so;
+    so.n_ctx = 64;
+    so.n_threads = 2;
+    so.kv_type = DType::F32;
+    constexpr Pos kShift = 5;
+    Session shifted(*m, so);
+    shifted.decode(tokens);
+    shifted.cache().seq_shift(0, -1, -1, kShift);
+    const std::vector<float> ls = shifted.decode(std::vector<Token>{42});
+    Session direct(*m, so);
+    Batch batch;
+    for (size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], kShift + static_cast<Pos>(i), 0, false);
+    direct.decode(batch);
+    const std::vector<float> ld = direct.decode(std::vector<Token>{42});
+    double err = 0.0, norm = 0.0;
+    for (size_t i = 0; i < ld.size(); ++i) {
+      err += (double(ls[i]) - ld[i]) * (double(ls[i]) - ld[i]);
+      norm += double(ld[i]) * ld[i];
+    }
+    EXPECT_LT(err / norm, 1e-9);
+  }
+}
+
+TEST(Architectures, GraniteOlmoeSmolLm3TokenByTokenMatchOneBatch) {
+  for (const char* file : {"tiny-granite-f32.gguf", "tiny-granitemoe-f32.gguf", "tiny-olmoe-f32.gguf",
+                           "tiny-olmoe-q4_k_m.gguf", "tiny-smollm3-f32.gguf"}) {
+    SCOPED_TRACE(file);
+    auto m = Model::load(kFixtures + file);
+    const auto n_vocab = static_cast<size_t>(m->hparams().n_vocab);
+    std::vector<Token> tokens;
+    for (int i = 0; i < 24; ++i) tokens.push_back((i * 37 + 11) % 300);
     SessionOptions so;
     so.n_ctx = 64;
     so.n_threads = 2;

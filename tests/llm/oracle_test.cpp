@@ -1,5 +1,6 @@
 // llama.cpp's logits for random-weight models of every supported architecture
-// (../shared/models/oracle, README there): Tessera matches them on the CPU and with every layer on
+// (../shared/models/oracle, README there; granite, granitemoe, olmoe and smollm3 in
+// tests/fixtures/archs, README there): Tessera matches them on the CPU and with every layer on
 // OpenCL0 (no node falling back to the CPU), for every weight type. The mixture-of-experts models
 // run on OpenCL0 too, with MUL_MAT_ID (which no device op library has yet) falling back to the CPU.
 #include <gtest/gtest.h>
@@ -23,10 +24,12 @@ using namespace tessera::llm;
 namespace {
 
 const std::string kDir = std::string(TESSERA_SHARED_DIR) + "/models/oracle/";
+const std::string kFixtureDir = std::string(TESSERA_FIXTURES_DIR) + "/archs/";
 
 struct Oracle {
   const char* name;
-  double max_nmse;  // 2e-6 for F32/F16 weights, 5e-4 for quantized ones
+  double max_nmse;       // 2e-6 for F32/F16 weights, 5e-4 for quantized ones
+  bool fixture = false;  // in tests/fixtures/archs rather than ../shared/models/oracle
 };
 
 std::vector<Token> read_tokens(const std::string& path) {
@@ -45,7 +48,7 @@ std::vector<float> read_floats(const std::string& path) {
 }
 
 void check_against_oracle(const Oracle& o, const LoadOptions& lo, bool flash_attn, bool moe) {
-  const std::string base = kDir + o.name;
+  const std::string base = (o.fixture ? kFixtureDir : kDir) + o.name;
   const std::vector<Token> tokens = read_tokens(base + ".tokens");
   const std::vector<float> expected = read_floats(base + ".logits.bin");
   ASSERT_FALSE(tokens.empty());
@@ -116,6 +119,15 @@ const Oracle kMoeOracles[] = {
 // the nodes it has no kernel for (MUL_MAT_ID, ADD_ID, GLU, attention with sinks)
 // fall back to the CPU.
 const Oracle kGptOssOracles[] = {{"tiny-gptoss-f32", 2e-6}, {"tiny-gptoss-mxfp4", 5e-4}};
+// tests/fixtures/archs: granite (its four scales, biases everywhere; and without rope), smollm3 (no
+// rope on layer 3, tied output)...
+const Oracle kFixtureOracles[] = {{"tiny-granite-f32", 2e-6, true},
+                                  {"tiny-granite-norope-f32", 2e-6, true},
+                                  {"tiny-smollm3-f32", 2e-6, true}};
+// ... and the mixtures of experts: granitemoe (renormalised, a shared expert), olmoe (norms of the
+// whole Q/K projections, weights not renormalised) in F32 and llama-quantize's Q4_K_M mix.
+const Oracle kFixtureMoeOracles[] = {
+    {"tiny-granitemoe-f32", 2e-6, true}, {"tiny-olmoe-f32", 2e-6, true}, {"tiny-olmoe-q4_k_m", 5e-4, true}};
 
 // One oracle on one device ("CPU", or a device from the Registry with every layer on it).
 struct OracleRun {
@@ -141,8 +153,13 @@ std::vector<OracleRun> runs() {
   on("CPU", kMoeOracles, /*flash_attn=*/true, /*moe=*/true);
   on("CPU", kGptOssOracles, false, /*moe=*/true);
   on("CPU", kGptOssOracles, /*flash_attn=*/true, /*moe=*/true);
+  on("CPU", kFixtureOracles);
+  on("CPU", kFixtureOracles, /*flash_attn=*/true);
+  on("CPU", kFixtureMoeOracles, false, /*moe=*/true);
+  on("CPU", kFixtureMoeOracles, /*flash_attn=*/true, /*moe=*/true);
   // The host runtime (ctest sets TESSERA_HOST_DEVICES=2): its executables fuse RMS_NORM + MUL.
   on("Host0", kFloatOracles);
+  on("Host0", kFixtureOracles);
   // Layers split across two devices (--split-mode layer): each takes half, activations cross.
   on("Host0,Host1", kFloatOracles);
 #if TESSERA_HAVE_OPENCL
@@ -154,6 +171,8 @@ std::vector<OracleRun> runs() {
   on("OpenCL0,OpenCL1", kFloatOracles);
   on("OpenCL0,OpenCL1", kQuantOracles);
   on("OpenCL0", kGptOssOracles, false, /*moe=*/true);
+  on("OpenCL0", kFixtureOracles);
+  on("OpenCL0", kFixtureMoeOracles, false, /*moe=*/true);
 #endif
   return out;
 }

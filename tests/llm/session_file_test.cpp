@@ -207,6 +207,29 @@ INSTANTIATE_TEST_SUITE_P(Architectures, SessionFileOracle,
                            return s;
                          });
 
+// The architectures whose oracles are tests/fixtures/archs (no ../shared needed).
+class SessionFileFixture : public testing::TestWithParam<const char*> {};
+
+TEST_P(SessionFileFixture, RoundTripIsBitExact) {
+  const std::string base = std::string(TESSERA_FIXTURES_DIR) + "/archs/" + GetParam();
+  auto model = Model::load(base + ".gguf");
+  std::vector<Token> prompt = read_tokens(base + ".tokens");
+  ASSERT_GE(prompt.size(), 2u);
+  const Token next = prompt.back();
+  prompt.pop_back();
+  check_round_trip(*model, prompt, next, DType::F16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, SessionFileFixture,
+                         testing::Values("tiny-granite-f32", "tiny-granitemoe-f32", "tiny-olmoe-f32",
+                                         "tiny-smollm3-f32"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
 TEST(SessionFile, LoadsIntoSequenceOneOfAMultiSequenceCache) {
   SKIP_WITHOUT_SHARED_MODELS();
   auto model = Model::load(kStories);
@@ -364,6 +387,35 @@ TEST(SessionFile, AFileOfAnotherModelIsAnErrorNamingTheDifference) {
   auto again = Model::load(kOracleDir + "tiny-llama-f32.gguf");
   Session same(*again, options(64));
   EXPECT_EQ(load_sequence_state_bytes(same, 0, state), prompt);
+}
+
+TEST(SessionFile, AGraniteWithOtherScalesIsAnotherModel) {
+  // The identity names Granite's scales (as every hyperparameter): a state of one granite does not
+  // load into a granite whose residual scale differs, and the error says which.
+  const std::string base = std::string(TESSERA_FIXTURES_DIR) + "/archs/tiny-granite-f32";
+  auto granite = Model::load(base + ".gguf");
+  const std::vector<Token> prompt = read_tokens(base + ".tokens");
+  Session a(*granite, options(64));
+  a.decode(prompt);
+  const std::vector<std::byte> state = save_sequence_state_bytes(a, 0, prompt);
+  const gguf::File src = gguf::File::open(base + ".gguf");
+  gguf::Writer w;
+  for (const auto& [key, value] : src.kvs())
+    if (key != "general.alignment") w.set(key, value);
+  w.set("granite.residual_scale", 0.5f);
+  for (const gguf::TensorInfo& t : src.tensors()) {
+    const std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    w.add_tensor_raw(t.name, t.type_id, ne, src.tensor_data(t), t.nbytes);
+  }
+  const std::string copy = temp_path("granite_scaled.gguf");
+  w.write(copy);
+  auto other = Model::load(copy);
+  Session s(*other, options(64));
+  const Error e = error_of([&] { load_sequence_state_bytes(s, 0, state, "granite.session"); });
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_TRUE(contains(e.what(), "hyperparameter residual_scale 0.22 (in the file) vs 0.5 (this model)"))
+      << e.what();
+  EXPECT_EQ(s.cache().used(), 0);
 }
 
 TEST(SessionFile, AnotherKvTypeIsAnError) {

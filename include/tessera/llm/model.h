@@ -49,6 +49,18 @@ struct Hparams {
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;  // the shared expert's width (granitemoe; 0: none)
+  // Granite's scales (0: none): token embeddings times embedding_scale; each block's attention and
+  // FFN output times residual_scale before the residual add; KQ scaled by attention_scale instead of
+  // 1 / sqrt(head_dim()); logits divided by logit_scale.
+  float embedding_scale = 0.0f;
+  float residual_scale = 0.0f;
+  float attention_scale = 0.0f;
+  float logit_scale = 0.0f;
+  // Which layers rope Q and K: none when !use_rope (granite's rope.scaling.finetuned = false), else
+  // every layer but those with (il + 1) % no_rope_layer_step == 0 (SmolLM3: every 4th; 0: all).
+  bool use_rope = true;
+  int64_t no_rope_layer_step = 0;
   // Encoders (bert, nomic-bert): every token attends to every token of its sequence, and the model
   // has no output projection, so it computes embeddings only (SessionOptions::embeddings).
   bool encoder = false;
@@ -68,6 +80,9 @@ struct Hparams {
   }
   // The KV window of layer il (0: none).
   int32_t window(int64_t il) const { return swa_layer(il) ? static_cast<int32_t>(n_swa) : 0; }
+  bool rope_layer(int64_t il) const {
+    return use_rope && (no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0);
+  }
 };
 
 // One layer's weights. Architectures that need more (biases, Q/K norms, post norms) use the
@@ -79,10 +94,10 @@ struct Layer {
   Tensor* wk = nullptr;
   Tensor* wv = nullptr;
   Tensor* wqkv = nullptr;  // Q, K and V rows in one matrix (Phi-3), instead of wq/wk/wv
-  Tensor* bq = nullptr;    // Q/K/V biases (Qwen2)
+  Tensor* bq = nullptr;    // Q/K/V biases (Qwen2, Granite, SmolLM3)
   Tensor* bk = nullptr;
   Tensor* bv = nullptr;
-  Tensor* q_norm = nullptr;  // per-head RMS norms of Q and K (Qwen3, Gemma 3)
+  Tensor* q_norm = nullptr;  // RMS norms of Q and K per head (Qwen3, Gemma 3) or whole (OLMoE)
   Tensor* k_norm = nullptr;
   Tensor* wo = nullptr;
   Tensor* post_attn_norm = nullptr;  // norm of the attention output before the residual (Gemma)
@@ -90,6 +105,7 @@ struct Layer {
   Tensor* ffn_gate = nullptr;  // nullptr with a fused gate+up ffn_up of 2 * n_ff rows (Phi-3)
   Tensor* ffn_up = nullptr;
   Tensor* ffn_down = nullptr;
+  Tensor* ffn_gate_b = nullptr;     // the gated FFN's biases (Granite; ffn_up_b and ffn_down_b below)
   Tensor* post_ffn_norm = nullptr;  // norm of the FFN output before the residual (Gemma)
   // Mixture of experts instead of ffn_gate/up/down: the router [n_embd, n_expert] and the experts'
   // matrices, one per expert along dim 2 ([n_embd, n_ff_exp, n_expert] gate and up, [n_ff_exp,
@@ -104,10 +120,17 @@ struct Layer {
   Tensor* ffn_gate_exps_b = nullptr;
   Tensor* ffn_up_exps_b = nullptr;
   Tensor* ffn_down_exps_b = nullptr;
+  // A shared expert beside the routed ones (granitemoe): a SILU-gated FFN of n_ff_shexp that every
+  // token runs, its output added to the experts' ([n_embd, n_ff_shexp] gate and up, [n_ff_shexp,
+  // n_embd] down).
+  Tensor* ffn_gate_shexp = nullptr;
+  Tensor* ffn_up_shexp = nullptr;
+  Tensor* ffn_down_shexp = nullptr;
   // Attention sinks (gpt-oss): one learned logit per query head [n_head] that joins every softmax
   // denominator and attends to nothing.
   Tensor* attn_sinks = nullptr;
-  // Encoders (bert, nomic-bert): biases, and LayerNorms after each residual.
+  // Encoders (bert, nomic-bert): biases, and LayerNorms after each residual (bo, ffn_up_b and
+  // ffn_down_b also Granite's, gpt-oss's bo).
   Tensor* bqkv = nullptr;  // fused wqkv's bias
   Tensor* bo = nullptr;    // attn_output's bias
   Tensor* attn_out_norm = nullptr;

@@ -38,6 +38,10 @@ extern const Architecture kGemma2Architecture;
 extern const Architecture kGemma3Architecture;
 extern const Architecture kBertArchitecture;
 extern const Architecture kNomicBertArchitecture;
+extern const Architecture kGraniteArchitecture;
+extern const Architecture kGraniteMoeArchitecture;
+extern const Architecture kOlmoeArchitecture;
+extern const Architecture kSmolLm3Architecture;
 
 // What the encoders (bert, nomic-bert) share (arch/bert.cpp): their hyperparameters (LayerNorm
 // epsilon, token types, fused or separate Q/K/V), their weights (gated_ffn: nomic-bert's
@@ -45,5 +49,11 @@ extern const Architecture kNomicBertArchitecture;
 void read_encoder_hparams(const HparamReader& r, Hparams& h);
 void declare_encoder_weights(WeightPlan& p, bool gated_ffn);
 void no_k_shift(GraphBuild& b, Tensor* shifts);
+
+// Checks of the architectures whose llama.cpp graphs assume them (arch/olmoe.cpp): rope over whole
+// heads and value heads as wide as key heads; and no routing key asking for other than a softmax
+// over the router's logits, its picked weights renormalised or not as `renormalized` says, unscaled.
+void require_full_rope(const HparamReader& r, const Hparams& h);
+void refuse_other_moe_routing(const HparamReader& r, bool renormalized);
 
 }  // namespace tessera::llm

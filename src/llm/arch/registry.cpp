@@ -5,9 +5,10 @@ namespace tessera::llm {
 namespace {
 
 const Architecture* const kArchitectures[] = {
-    &kLlamaArchitecture,     &kQwen2Architecture,  &kQwen3Architecture,  &kQwen3MoeArchitecture,
-    &kPhi3Architecture,      &kGemma2Architecture, &kGemma3Architecture, &kBertArchitecture,
-    &kNomicBertArchitecture, &kGptOssArchitecture};
+    &kLlamaArchitecture,     &kQwen2Architecture,  &kQwen3Architecture,   &kQwen3MoeArchitecture,
+    &kPhi3Architecture,      &kGemma2Architecture, &kGemma3Architecture,  &kBertArchitecture,
+    &kNomicBertArchitecture, &kGptOssArchitecture, &kGraniteArchitecture, &kGraniteMoeArchitecture,
+    &kOlmoeArchitecture,     &kSmolLm3Architecture};
 
 }  // namespace
 
