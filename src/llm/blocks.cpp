@@ -397,6 +397,9 @@ Tensor* sandwich_norm_decoder(GraphBuild& b,
 void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const Hparams& h, int64_t il),
                   Tensor* freq_factors) {
   const Hparams& h = b.model.hparams();
+  // Re-roping by a difference is exact only for a rope that rotates without scaling magnitudes.
+  if (h.rope_yarn_ext_factor != 0.0f)
+    raise(ErrorCode::Unsupported, "shifting positions is not supported with YaRN rope scaling");
   for (int64_t il = 0; il < h.n_layer; ++il) {
     if (!h.rope_layer(il)) continue;  // its K carries no position
     Tensor* k_cache = b.cache.k(il);

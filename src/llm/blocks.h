@@ -152,7 +152,8 @@ Tensor* sandwich_norm_decoder(GraphBuild& b,
 
 // Re-ropes every layer's cached K (but those of layers without rope, Hparams::rope_layer) by each
 // cell's recorded shift (KvCache::seq_shift);
-// `shifts` is I32 [n_cells]; rope(il) gives layer il's rope parameters.
+// `shifts` is I32 [n_cells]; rope(il) gives layer il's rope parameters. Refuses YaRN scaling (an
+// Unsupported error: its magnitude factor does not compose by differences).
 void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const Hparams& h, int64_t il),
                   Tensor* freq_factors);
 

@@ -470,6 +470,31 @@ TEST(Architectures, ShiftingSkipsTheLayersWithoutRope) {
   }
 }
 
+TEST(Architectures, ShiftingAYarnRopeIsRefusedInEveryArchitecture) {
+  // YaRN scales magnitudes, so re-roping by a difference would be wrong: the shared shift refuses it.
+  int i = 0;
+  for (const char* arch : {"granite", "olmoe", "smollm3"}) {
+    SCOPED_TRACE(arch);
+    const std::string file = kFixtures + fmt::format("tiny-{}-f32.gguf", arch);
+    const std::string key = fmt::format("{}.rope.scaling.type", arch);
+    auto m =
+        Model::load(rewritten(file, fmt::format("yarn{}.gguf", i++), setting({{key, std::string("yarn")}})));
+    SessionOptions so;
+    so.n_ctx = 32;
+    so.n_threads = 2;
+    Session s(*m, so);
+    s.decode(std::vector<Token>{1, 2, 3});
+    s.cache().seq_shift(0, -1, -1, 4);
+    try {
+      s.decode(std::vector<Token>{4});
+      ADD_FAILURE() << "a shifted YaRN cache decoded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+      EXPECT_MENTIONS(std::string(e.what()), "YaRN");
+    }
+  }
+}
+
 TEST(Architectures, GraniteOlmoeSmolLm3TokenByTokenMatchOneBatch) {
   for (const char* file : {"tiny-granite-f32.gguf", "tiny-granitemoe-f32.gguf", "tiny-olmoe-f32.gguf",
                            "tiny-olmoe-q4_k_m.gguf", "tiny-smollm3-f32.gguf"}) {

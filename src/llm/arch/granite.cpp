@@ -63,8 +63,6 @@ Tensor* build(GraphBuild& b) {
 }
 
 void build_k_shift(GraphBuild& b, Tensor* shifts) {
-  if (b.model.hparams().rope_yarn_ext_factor != 0.0f)
-    raise(ErrorCode::Unsupported, "shifting positions is not supported with YaRN rope scaling");
   rope_shift_k(b, shifts, rope_of_layer, b.model.rope_freqs());
 }
 

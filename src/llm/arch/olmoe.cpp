@@ -78,11 +78,7 @@ Tensor* build(GraphBuild& b) {
   return pre_norm_decoder(b, ap, moe);
 }
 
-void build_k_shift(GraphBuild& b, Tensor* shifts) {
-  if (b.model.hparams().rope_yarn_ext_factor != 0.0f)
-    raise(ErrorCode::Unsupported, "shifting positions is not supported with YaRN rope scaling");
-  rope_shift_k(b, shifts, rope_of_layer, nullptr);
-}
+void build_k_shift(GraphBuild& b, Tensor* shifts) { rope_shift_k(b, shifts, rope_of_layer, nullptr); }
 
 }  // namespace
 
