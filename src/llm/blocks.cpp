@@ -326,6 +326,13 @@ Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il
   return GraphBuild::named(ops::scale(b.ctx, t, c), what, il);
 }
 
+AttentionParams roped_attention(const Hparams& h, const ops::RopeParams& rope) {
+  AttentionParams ap;
+  ap.rope = rope;
+  ap.kq_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim()));
+  return ap;
+}
+
 Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoeParams& moe) {
   const Model& m = b.model;
   const Hparams& h = m.hparams();

@@ -72,6 +72,9 @@ struct AttentionParams {
   bool use_rope = true;
 };
 
+// The usual decoder attention: `rope` on Q and K, KQ scaled by 1/sqrt(head_dim).
+AttentionParams roped_attention(const Hparams& h, const ops::RopeParams& rope);
+
 // Self-attention of layer il over the normed input `cur` ([n_embd, n_tokens]): Q/K/V projections
 // (fused wqkv or separate, with the layer's biases when it has them), Q/K RMS norms when the layer
 // has them (per head for a weight one head wide, else over the whole projection: OLMoE), ROPE at the

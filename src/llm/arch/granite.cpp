@@ -54,11 +54,9 @@ ops::RopeParams rope_of_layer(const Hparams& h, int64_t) { return rope_params(h,
 
 Tensor* build(GraphBuild& b) {
   const Hparams& h = b.model.hparams();
-  AttentionParams ap;
-  ap.rope = rope_of_layer(h, 0);
+  AttentionParams ap = roped_attention(h, rope_of_layer(h, 0));
   ap.freq_factors = b.model.rope_freqs();
-  ap.kq_scale =
-      h.attention_scale != 0.0f ? h.attention_scale : 1.0f / std::sqrt(static_cast<float>(h.head_dim()));
+  if (h.attention_scale != 0.0f) ap.kq_scale = h.attention_scale;
   return pre_norm_decoder(b, ap);
 }
 

@@ -70,9 +70,7 @@ ops::RopeParams rope_of_layer(const Hparams& h, int64_t) { return rope_params(h,
 
 Tensor* build(GraphBuild& b) {
   const Hparams& h = b.model.hparams();
-  AttentionParams ap;
-  ap.rope = rope_of_layer(h, 0);
-  ap.kq_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim()));
+  AttentionParams ap = roped_attention(h, rope_of_layer(h, 0));
   MoeParams moe;
   moe.renormalize = false;
   return pre_norm_decoder(b, ap, moe);
