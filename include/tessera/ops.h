@@ -92,7 +92,9 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 
 // s = scale * (k^T q), then s = softcap * tanh(s / softcap) when softcap > 0, then
 // s += slope(h) * mask (ALiBi slopes of SOFT_MAX when max_bias > 0), out = v softmax(s).
 // K/V heads are shared by groups of H / H_kv query heads. A row whose every s is -inf gives zeros.
-// How it is computed is the backend's choice: the CPU runs the composed ops' kernels per group of
+// With F16 k/v, q and softmax(s) are rounded to f16 before they multiply k and v (the composed ops
+// under MUL_MAT's rule for F16 weights, as llama.cpp computes attention without flash attention);
+// online_softmax keeps them in f32 and so agrees to that rounding. How it is computed is the backend's choice: the CPU runs the composed ops' kernels per group of
 // query rows where V is the KV cache's transposed view (over only the span of cells the group's
 // mask rows leave visible: a cell whose s is -inf weighs exactly 0), else its online softmax, which
 // online_softmax asks for always; the scheduler runs it as MUL_MAT, SOFT_MAX, MUL_MAT on a device

@@ -161,7 +161,9 @@ TEST_P(DecomposedFlashAttn, RunsOnTheDeviceWithTheFusedOpsResults) {
     EXPECT_EQ(fb.computed, (round + 1) * (1 + (c.v_transposed ? 0 : 1) + groups * (c.softcap > 0 ? 6 : 4)));
     std::vector<float> got = read(sched.result(*after));
     for (float& x : got) x *= 0.5f;
-    EXPECT_LT(nmse(got, want), 1e-9) << sched.report();
+    // The composed ops multiply an F16 cache by Q and by the softmax rounded to f16 (MUL_MAT's
+    // semantics for F16 weights, ggml's); the fused reference keeps them in f32.
+    EXPECT_LT(nmse(got, want), c.kv == DType::F16 ? 3e-7 : 1e-9) << sched.report();
   }
   EXPECT_EQ(sched.plans_built(), 1u);
   EXPECT_EQ(sched.plans_reused(), 1u);

@@ -144,7 +144,10 @@ Expected expect(const Tensor& a, const Tensor& b, bool quantize_b) {
     for (int64_t i2 = 0; i2 < B2; ++i2)
       for (int64_t n = 0; n < N; ++n) {
         for (int64_t k = 0; k < K; ++k) brow[k] = elem(b, k, n, i2, i3);
-        // ggml's semantics for BF16 weights: b rounded to bf16 (to nearest, ties to even) first.
+        // ggml's semantics for F16 and BF16 weights: b rounded to f16 or bf16 (to nearest, ties to
+        // even) first.
+        if (a.type == DType::F16)
+          for (double& v : brow) v = fp16_to_fp32(fp32_to_fp16(static_cast<float>(v)));
         if (a.type == DType::BF16)
           for (double& v : brow) v = bf16_to_fp32(fp32_to_bf16(static_cast<float>(v)));
         // Q4_1/Q5_1: ggml takes the sum of b's block times the weights' minimum from Q8_1's fp16 sum

@@ -32,6 +32,9 @@ std::vector<float> all_logits(const Model& model, const std::vector<Token>& toke
   SessionOptions so;
   so.n_ctx = 64;
   so.n_threads = 2;
+  // The online softmax keeps Q and the weights in f32: the composed attention would round them to
+  // f16 (MUL_MAT's rule for the F16 cache), where the last bit of a sum can fall the other way.
+  so.flash_attn = true;
   Session s(model, so);
   return s.decode(tokens, /*all_logits=*/true);
 }

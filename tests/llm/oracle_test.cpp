@@ -1,6 +1,7 @@
 // llama.cpp's logits for random-weight models of every supported architecture
 // (../shared/models/oracle, README there; granite, granitemoe, olmoe and smollm3 in
-// tests/fixtures/archs, README there): Tessera matches them on the CPU and with every layer on
+// tests/fixtures/archs, README there; logits made on this machine kind where a bound is tighter than
+// llama.cpp's own drift between CPUs in tests/fixtures/fidelity, README there): Tessera matches them on the CPU and with every layer on
 // OpenCL0 (no node falling back to the CPU), for every weight type. The mixture-of-experts models
 // run on OpenCL0 too, with MUL_MAT_ID (which no device op library has yet) falling back to the CPU.
 #include <gtest/gtest.h>
@@ -24,12 +25,13 @@ using namespace tessera::llm;
 namespace {
 
 const std::string kDir = std::string(TESSERA_SHARED_DIR) + "/models/oracle/";
-const std::string kFixtureDir = std::string(TESSERA_FIXTURES_DIR) + "/archs/";
+const std::string kFixturesDir = std::string(TESSERA_FIXTURES_DIR) + "/";
 
 struct Oracle {
   const char* name;
   double max_nmse;       // 2e-6 for F32/F16 weights, 5e-4 for quantized ones
-  bool fixture = false;  // in tests/fixtures/archs rather than ../shared/models/oracle
+  const char* dir = nullptr;     // a directory of tests/fixtures (archs, fidelity); else ../shared/models/oracle
+  const char* logits = nullptr;  // in tests/fixtures/fidelity; else NAME.logits.bin beside the model
 };
 
 std::vector<Token> read_tokens(const std::string& path) {
@@ -48,9 +50,10 @@ std::vector<float> read_floats(const std::string& path) {
 }
 
 void check_against_oracle(const Oracle& o, const LoadOptions& lo, bool flash_attn, bool moe) {
-  const std::string base = (o.fixture ? kFixtureDir : kDir) + o.name;
+  const std::string base = (o.dir != nullptr ? kFixturesDir + o.dir + "/" : kDir) + o.name;
   const std::vector<Token> tokens = read_tokens(base + ".tokens");
-  const std::vector<float> expected = read_floats(base + ".logits.bin");
+  const std::vector<float> expected =
+      read_floats(o.logits != nullptr ? kFixturesDir + "fidelity/" + o.logits : base + ".logits.bin");
   ASSERT_FALSE(tokens.empty());
   auto model = Model::load(base + ".gguf", lo);
   const auto n_vocab = static_cast<size_t>(model->hparams().n_vocab);
@@ -97,7 +100,7 @@ void check_against_oracle(const Oracle& o, const LoadOptions& lo, bool flash_att
 // One per architecture, and Llama 3's rope scaling.
 const Oracle kFloatOracles[] = {
     {"tiny-llama-f32", 2e-6}, {"tiny-llama3-f32", 2e-6}, {"tiny-qwen2-f32", 2e-6}, {"tiny-qwen3-f32", 2e-6},
-    {"tiny-phi3-f16", 2e-6},  {"tiny-gemma2-f32", 2e-6}, {"tiny-gemma3-f32", 2e-6}};
+    {"tiny-phi3-f16", 2e-6, nullptr, "tiny-phi3-f16.logits.bin"},  {"tiny-gemma2-f32", 2e-6}, {"tiny-gemma3-f32", 2e-6}};
 // Every 2-D weight in one type, then llama-quantize's mixes.
 const Oracle kQuantOracles[] = {
     {"tiny-llama-q4_1", 5e-4},   {"tiny-llama-q5_0", 5e-4},  {"tiny-llama-q5_1", 5e-4},
@@ -121,13 +124,16 @@ const Oracle kMoeOracles[] = {
 const Oracle kGptOssOracles[] = {{"tiny-gptoss-f32", 2e-6}, {"tiny-gptoss-mxfp4", 5e-4}};
 // tests/fixtures/archs: granite (its four scales, biases everywhere; and without rope), smollm3 (no
 // rope on layer 3, tied output)...
-const Oracle kFixtureOracles[] = {{"tiny-granite-f32", 2e-6, true},
-                                  {"tiny-granite-norope-f32", 2e-6, true},
-                                  {"tiny-smollm3-f32", 2e-6, true}};
+const Oracle kFixtureOracles[] = {{"tiny-granite-f32", 2e-6, "archs"},
+                                  {"tiny-granite-norope-f32", 2e-6, "archs"},
+                                  {"tiny-smollm3-f32", 2e-6, "archs"},
+                                  // tests/fixtures/fidelity: a Llama 512 wide in the Q5_K_M mix, against
+                                  // llama.cpp's default (-fa 1) logits; FidelityOracle has the tight check.
+                                  {"llama-wide-q5_k_m", 5e-4, "fidelity", "llama-wide-q5_k_m.fa1.logits.bin"}};
 // ... and the mixtures of experts: granitemoe (renormalised, a shared expert), olmoe (norms of the
 // whole Q/K projections, weights not renormalised) in F32 and llama-quantize's Q4_K_M mix.
 const Oracle kFixtureMoeOracles[] = {
-    {"tiny-granitemoe-f32", 2e-6, true}, {"tiny-olmoe-f32", 2e-6, true}, {"tiny-olmoe-q4_k_m", 5e-4, true}};
+    {"tiny-granitemoe-f32", 2e-6, "archs"}, {"tiny-olmoe-f32", 2e-6, "archs"}, {"tiny-olmoe-q4_k_m", 5e-4, "archs"}};
 
 // One oracle on one device ("CPU", or a device from the Registry with every layer on it).
 struct OracleRun {
@@ -205,3 +211,14 @@ TEST_P(ArchitectureOracle, Matches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, ArchitectureOracle, testing::ValuesIn(runs()), run_name);
+
+// A shape where how activations are rounded shows (issue 32's fidelity defect): on this file llama.cpp
+// agrees with itself across CPUs only to about 1e-4 (its Q8_K activations amplify the last bit of
+// every sum), and our own kernel tables (scalar against AVX2) differ by 1.2e-4. Without flash
+// attention llama.cpp multiplies the F16 KV cache by Q and by the softmax rounded to f16 (MUL_MAT's
+// semantics for F16 weights); an engine that keeps them in f32 lands at 3.3e-4 with 2 of 48 argmax
+// different. The composed attention rounds as llama.cpp does: 1.0e-4, every argmax equal.
+TEST(FidelityOracle, ComposedAttentionRoundsAsLlamaCppWithoutFlashAttention) {
+  check_against_oracle({"llama-wide-q5_k_m", 1.6e-4, "fidelity", "llama-wide-q5_k_m.fa0.logits.bin"}, LoadOptions{},
+                       /*flash_attn=*/false, /*moe=*/false);
+}

@@ -48,9 +48,10 @@ void check_weight_views_at_a_row_offset(Path path) {
   for (auto& v : x) v = dist(rng);
 
   for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0}) {
-    // Expected: the stored weights times b (rounded through Q8_0 for quantized weights, as ggml does).
+    // Expected: the stored weights times b rounded as ggml rounds it (through Q8_0 for quantized
+    // weights, to f16 for F16 ones).
     const std::vector<float> ws = stored(type, w, K);
-    const std::vector<float> xs = is_quantized(type) ? stored(DType::Q8_0, x, K) : x;
+    const std::vector<float> xs = is_quantized(type) ? stored(DType::Q8_0, x, K) : stored(DType::F16, x, K);
     std::vector<double> expected(M * N * B2), magnitude(M * N * B2);
     for (int64_t i2 = 0; i2 < B2; ++i2)
       for (int64_t n = 0; n < N; ++n)

@@ -15,7 +15,7 @@ namespace tessera::cli {
 
 void add_logits(CLI::App& app) {
   struct Args {
-    std::string model, tokens, out, device;
+    std::string model, tokens, out, device, flash_attn = "off";
     SplitFlags split;
     int threads = 0, n_gpu_layers = 0;
     bool no_mmap = false;
@@ -30,6 +30,10 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(non_negative());
   cmd->add_option("--device", args->device, "device for offloaded layers, or several: OpenCL0,OpenCL1");
   args->split.add_to(cmd);
+  cmd->add_option("--flash-attn", args->flash_attn,
+                  "attention on the CPU: on: the online-softmax kernel (llama.cpp's -fa 1 rounding); off: the "
+                  "composed ops (llama.cpp's -fa 0 rounding)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args] {
     std::vector<int32_t> ids;
@@ -58,6 +62,7 @@ void add_logits(CLI::App& app) {
     so.n_threads = args->threads;
     so.n_ctx = std::max<int64_t>(static_cast<int64_t>(ids.size()), 1);
     so.n_batch = so.n_ctx;
+    so.flash_attn = args->flash_attn == "on";
     llm::Session session(*model, so);
     const auto& logits = session.decode(ids, /*all_logits=*/true);
     const std::string tmp = args->out + ".tmp";

@@ -1,5 +1,6 @@
 // FLASH_ATTN_EXT: fused attention (ops.h). The reference computes every score of a query row, then
-// the softmax and the weighted sum of V, all in double. The fast path has two strategies:
+// the softmax and the weighted sum of V, all in double (with an F16 cache, Q and the softmax rounded
+// to f16 where MUL_MAT would round them). The fast path has two strategies:
 // - composed (V is the KV cache's transposed view, and the node does not ask for the online
 //   softmax): the composed ops' own kernels (MUL_MAT, SOFT_MAX, MUL_MAT) on scratch per group of
 //   query rows whose KQ holds about 4 MiB, over the span of cells the group's mask rows leave
@@ -10,7 +11,8 @@
 // - online softmax: never holds a row's scores; it walks K/V in blocks of cells with a running max
 //   and sum (the accumulator rescaled when the max grows), reads F16 K/V straight from their
 //   layout (V as rows or channels), skips blocks the mask hides entirely, and lets the query heads
-//   that share a K/V head read each block while it is in cache.
+//   that share a K/V head read each block while it is in cache. It keeps Q and the weights in f32
+//   (llama.cpp's tiled flash attention does too), so it agrees with the others to f16 rounding.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -94,7 +96,13 @@ inline float logit(const Shapes& s, float dot) {
 
 // ---------------------------------------------------------------- reference
 
+// With an F16 cache the result is the composed graph's under MUL_MAT's rule for F16 weights (ggml's,
+// llama.cpp's attention without flash attention): Q rounded to f16 before it meets K, and the
+// normalised softmax rounded to f16 before it weighs V. (The online softmax keeps both in f32, as
+// llama.cpp's tiled flash attention does, and agrees to that rounding.)
 void reference(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
+  const bool f16_cache = s.k.type == DType::F16;
+  auto round_f16 = [](float x) { return fp16_to_fp32(fp32_to_fp16(x)); };
   ctx.parallel_for(s.n_q * s.n_head * s.n_batch, [&](int64_t begin, int64_t end) {
     std::vector<float> q(static_cast<size_t>(s.d)), k(static_cast<size_t>(s.d)),
         v(static_cast<size_t>(s.d_v));
@@ -104,6 +112,8 @@ void reference(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
       const int64_t iq1 = r % s.n_q, iq2 = (r / s.n_q) % s.n_head, iq3 = r / (s.n_q * s.n_head);
       const int64_t ik2 = iq2 / s.heads_per_kv, ik3 = iq3 / s.batches_per_kv;
       load_row_f32(s.q, iq1, iq2, iq3, q.data());
+      if (f16_cache)
+        for (float& x : q) x = round_f16(x);
       if (s.mask != nullptr) load_row_f32(*s.mask, iq1, iq2 % s.mask->ne[2], iq3 % s.mask->ne[3], m.data());
       const float slope = s.alibi.slope(iq2);
       double max = -INFINITY;
@@ -127,6 +137,7 @@ void reference(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
       }
       double sum = s.sinks != nullptr ? std::exp(sink - max) : 0.0;
       for (double& x : w) sum += (x = std::exp(x - max));
+      for (double& x : w) x = f16_cache ? round_f16(static_cast<float>(x / sum)) : x / sum;
       std::fill(out.begin(), out.end(), 0.0);
       for (int64_t j = 0; j < s.n_kv; ++j) {
         if (w[static_cast<size_t>(j)] == 0.0) continue;
@@ -134,7 +145,7 @@ void reference(const ComputeContext& ctx, const Shapes& s, Tensor& dst) {
         for (int64_t i = 0; i < s.d_v; ++i)
           out[static_cast<size_t>(i)] += w[static_cast<size_t>(j)] * v[static_cast<size_t>(i)];
       }
-      for (int64_t i = 0; i < s.d_v; ++i) y[i] = static_cast<float>(out[static_cast<size_t>(i)] / sum);
+      for (int64_t i = 0; i < s.d_v; ++i) y[i] = static_cast<float>(out[static_cast<size_t>(i)]);
     }
   });
 }

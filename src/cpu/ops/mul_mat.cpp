@@ -1,9 +1,9 @@
 // MUL_MAT on the CPU: dst[m, n, i2, i3] = sum_k a[k, m, i2 / r2, i3 / r3] * b[k, n, i2, i3].
 //
 // Reference: each weight row converted to f32, dotted with b's row in double (for quantized weights b
-// goes through Q8_0 or Q8_K first, for BF16 weights it is rounded to bf16, as ggml's CPU does). Fast:
-// b is prepared once (Q8_0 or Q8_K blocks for quantized weights, bf16 rows for BF16 weights, f32
-// rows otherwise) and tile kernels (mul_mat_kernels.h)
+// goes through Q8_0 or Q8_K first, for F16 and BF16 weights it is rounded to f16 or bf16, as ggml's CPU
+// does). Fast: b is prepared once (Q8_0 or Q8_K blocks for quantized weights, bf16 rows for BF16
+// weights, f32 rows rounded to f16 for F16 weights, f32 rows otherwise) and tile kernels (mul_mat_kernels.h)
 // run over cache blocks of (weight rows x b columns x K); for one b column (generation), matrix-vector
 // kernels take more weight rows per pass with each row's bits unchanged. Each output is computed by
 // one kernel call chain whatever the blocking, so results do not depend on thread counts.
@@ -70,11 +70,13 @@ float block_min(const Tensor& a, int64_t m, int64_t i2, int64_t i3, int64_t j) {
   return fp16_to_fp32(h);
 }
 
-// b's row as the reference multiplies it by weights of `type` (ggml's semantics): rounded to bf16 for
-// BF16 weights, through Q8_0 blocks (Q8_K for the 256-element types) for the quantized ones; for
+// b's row as the reference multiplies it by weights of `type` (ggml's semantics): rounded to f16 for
+// F16 weights, to bf16 for BF16 weights, through Q8_0 blocks (Q8_K for the 256-element types) for the quantized ones; for
 // Q4_1/Q5_1 weights sum_fix[j] gets what block j's Q8_1 sum adds beyond the sum of its Q8_0 values.
 void reference_b_row(DType type, float* row, int64_t k, double* sum_fix) {
   const int64_t nblocks = k / kQuantBlock;
+  if (type == DType::F16)
+    for (int64_t i = 0; i < k; ++i) row[i] = fp16_to_fp32(fp32_to_fp16(row[i]));
   if (type == DType::BF16)
     for (int64_t i = 0; i < k; ++i) row[i] = bf16_to_fp32(fp32_to_bf16(row[i]));
   if (traits(type).block_size == kSuperBlock) {
@@ -293,6 +295,17 @@ const float* b_row_f32(const Tensor& b, int64_t n, int64_t i2, int64_t i3, float
   return out;
 }
 
+// out = in rounded to f16 (in == out allowed), through convert.h's vectorized rows.
+void round_row_to_f16(const float* in, float* out, int64_t k) {
+  constexpr int64_t kChunk = 256;
+  uint16_t halves[kChunk];
+  for (int64_t i = 0; i < k; i += kChunk) {
+    const int64_t n = std::min(kChunk, k - i);
+    fp32_to_fp16_row(in + i, halves, n);
+    fp16_to_fp32_row(halves, out + i, n);
+  }
+}
+
 // Bytes of one prepared b row of k elements (a multiple of 64).
 size_t prepared_row_bytes(mm::Activation act, int64_t k) {
   switch (act) {
@@ -303,6 +316,7 @@ size_t prepared_row_bytes(mm::Activation act, int64_t k) {
     case mm::Activation::BF16:
       return mm::bf16_row_bytes(k);
     case mm::Activation::F32:
+    case mm::Activation::F16:
       break;
   }
   return (static_cast<size_t>(k) * sizeof(float) + 63) / 64 * 64;
@@ -337,7 +351,10 @@ PreparedB prepare_b(const ComputeContext& ctx, const Tensor& b, const Shape& s, 
       } else {
         auto* o = reinterpret_cast<float*>(out);
         const float* x = b_row_f32(b, n, i2, i3, o, kt);
-        if (x != o) std::memcpy(o, x, static_cast<size_t>(s.k) * sizeof(float));
+        if (act == mm::Activation::F16 && b.type != DType::F16)
+          round_row_to_f16(x, o, s.k);
+        else if (x != o)
+          std::memcpy(o, x, static_cast<size_t>(s.k) * sizeof(float));
       }
     }
   });
@@ -388,7 +405,9 @@ class TileDriver {
     tile_state_ = static_cast<size_t>(bl_.rm * bl_.rn * mm::kAccLanes);
   }
 
-  mm::Activation activation() const noexcept { return mm::activation_of(kind_); }
+  // From the weights' type, not the kernel's kind: strided F16 weights converted to f32 rows still
+  // multiply b rounded to f16.
+  mm::Activation activation() const noexcept { return mm::activation_of(kind_of(a_.type)); }
   // Items of one weight matrix: row chunks fastest, so one thread's consecutive items share their
   // b columns.
   int64_t items() const noexcept { return m_chunks_ * n_chunks_; }

@@ -6,9 +6,10 @@
 // K ranges in `acc` and reduced in a fixed order on the last range, so every kernel shape (and every
 // K split) gives the same bits for the same element: results never depend on tiling or threads.
 //
-// Prepared b rows: f32 for F32 and F16 weights; for BF16 weights, b rounded to bf16 (ggml's
-// semantics; K halves, padded to 64 bytes), which makes every product exact and leaves one order of
-// additions for all tables (mul_mat_bf16.cpp). For the 32-element quantized types, b is quantized to
+// Prepared b rows: f32 for F32 weights; for F16 weights, f32 rows of b's values rounded to f16
+// (ggml's semantics: its CPU multiplies F16 weights by b converted to f16, so every product is exact);
+// for BF16 weights, b rounded to bf16 (ggml's semantics; K halves, padded to 64 bytes), which makes
+// every product exact and leaves one order of additions for all tables (mul_mat_bf16.cpp). For the 32-element quantized types, b is quantized to
 // Q8_0 once per row into the "q8 row" layout: K int8 quants, then K/32 f32 scales d (each an
 // fp16-rounded value, so the numbers are exactly those of quantize_row_q8_0), then K/32 f32 values
 // c = 8 * sum(q) * d (what Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the
@@ -153,11 +154,14 @@ void for_each_q8k_kind(F&& f) {
 }
 
 // How b is prepared for a weight kind.
-enum class Activation { F32, BF16, Q8, Q8K };
+// (F16: f32 rows rounded to f16, which the F16 and the F32 kernels both take: strided F16 weights are
+// converted to f32 rows and still multiply b as ggml's F16 weights do.)
+enum class Activation { F32, F16, BF16, Q8, Q8K };
 inline constexpr Activation activation_of(WeightKind kind) noexcept {
   return kind >= WeightKind::Q2_K   ? Activation::Q8K
          : kind >= WeightKind::Q4_0 ? Activation::Q8
          : kind == WeightKind::BF16 ? Activation::BF16
+         : kind == WeightKind::F16  ? Activation::F16
                                     : Activation::F32;
 }
 

@@ -201,10 +201,26 @@ MUL_MAT_VEC_NATIVE(mul_mat_vec_iq1_s, T_IQ1_S)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_iq1_m, T_IQ1_M)
 MUL_MAT_VEC_NATIVE(mul_mat_vec_mxfp4, T_MXFP4)
 
+// b's value as the weights multiply it: as it is (mode 0), rounded to f16 (mode 4: F16 weights) or to
+// bf16 (mode 5: BF16 weights), ggml's rule (tessera::fp32_to_fp16 / fp32_to_bf16, to nearest even).
+inline float round_b(float x, int mode) {
+  if (mode == 4) {
+    ushort h;
+    vstore_half_rte(x, 0, (private half*)&h);
+    return vload_half(0, (private const half*)&h);
+  }
+  if (mode == 5) {
+    const uint u = as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return as_float(u | 0x400000u);  // quiet NaN
+    return as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+  }
+  return x;
+}
+
 // b (F32/F16, any strides, [K, N, B2, B3]) made contiguous: mode 0 writes f32 rows, mode 1 Q8_0
 // blocks in device layout (quants at out_q, fp16 scales at out_d), mode 2 f32 rows rounded
-// through Q8_0, mode 3 f32 rows rounded through Q8_K (K a multiple of 256). Row
-// r = n + N * (i2 + B2 * i3). Grid: (K / 32 blocks, N, B2 * B3).
+// through Q8_0, mode 3 f32 rows rounded through Q8_K (K a multiple of 256), modes 4 and 5 f32 rows
+// rounded to f16 and bf16 (round_b). Row r = n + N * (i2 + B2 * i3). Grid: (K / 32 blocks, N, B2 * B3).
 kernel void mul_mat_prepare_b(global const char* b, ulong b_off, int b_type, long4 bne, ulong4 bnb,
                               global char* out, ulong out_q, ulong out_d, int mode) {
   const long kb = get_global_id(0), nbk = bne.s0 / QK;
@@ -216,8 +232,8 @@ kernel void mul_mat_prepare_b(global const char* b, ulong b_off, int b_type, lon
   float x[QK];
   for (int j = 0; j < QK; ++j) x[j] = load_f32(src + j * bnb.s0, b_type);
   global float* f = (global float*)(out + out_q) + r * bne.s0 + kb * QK;
-  if (mode == 0) {
-    for (int j = 0; j < QK; ++j) f[j] = x[j];
+  if (mode == 0 || mode == 4 || mode == 5) {
+    for (int j = 0; j < QK; ++j) f[j] = round_b(x[j], mode);
   } else if (mode == 1) {
     quantize_block(x, out + out_q, out + out_d, r * nbk + kb, T_Q8_0);
   } else if (mode == 3) {
@@ -248,17 +264,17 @@ kernel void mul_mat_prepare_b(global const char* b, ulong b_off, int b_type, lon
   }
 }
 
-// Like mode 0 for the K % 32 elements past the last whole block (mode 0 only: quantized weights
-// have K % 32 == 0). Grid: (K % 32, N, B2 * B3).
+// Like modes 0, 4 and 5 for the K % 32 elements past the last whole block (quantized weights have
+// K % 32 == 0). Grid: (K % 32, N, B2 * B3).
 kernel void mul_mat_prepare_b_tail(global const char* b, ulong b_off, int b_type, long4 bne, ulong4 bnb,
-                                   global char* out, ulong out_off) {
+                                   global char* out, ulong out_off, int mode) {
   const long k = bne.s0 / QK * QK + get_global_id(0);
   if (k >= bne.s0) return;
   const long n = get_global_id(1), batch = get_global_id(2);
   const long i2 = batch % bne.s2, i3 = batch / bne.s2;
   const long r = n + bne.s1 * batch;
   ((global float*)(out + out_off))[r * bne.s0 + k] =
-      load_f32(b + b_off + k * bnb.s0 + n * bnb.s1 + i2 * bnb.s2 + i3 * bnb.s3, b_type);
+      round_b(load_f32(b + b_off + k * bnb.s0 + n * bnb.s1 + i2 * bnb.s2 + i3 * bnb.s3, b_type), mode);
 }
 
 // Weight rows [m0, m0 + rows) of weight batches [w0, w0 + nw) (flattened i2 + A2 * i3) as f32, 32

@@ -76,9 +76,12 @@ int64_t gemm_min_columns(DType weights) {
 // Q4_0 and Q8_0 (the split layout) have integer kernels that take b as Q8_0 blocks.
 bool has_q8_0_kernel(DType weights) { return weights == DType::Q4_0 || weights == DType::Q8_0; }
 
-// prepare_b's mode for b as f32 rows: as they are for float weights, rounded through Q8_K for the
-// super-block types, through Q8_0 for the other quantized ones.
+// prepare_b's mode for b as f32 rows, as ggml rounds b for the weights: as they are for F32
+// weights, to f16 for F16 and to bf16 for BF16 weights, through Q8_K for the super-block types,
+// through Q8_0 for the other quantized ones.
 cl_int f32_b_mode(DType weights) {
+  if (weights == DType::F16) return 4;
+  if (weights == DType::BF16) return 5;
   if (!is_quantized(weights)) return 0;
   return traits(weights).block_size == kSuperBlock ? 3 : 2;
 }
@@ -155,7 +158,7 @@ cl_ulong4 f32_strides(int64_t k, int64_t n, int64_t b2) {
 }
 
 // b as contiguous f32 rows (mode 0), Q8_0 blocks in device layout (mode 1), or f32 rounded through
-// Q8_0 (mode 2), in `out` (sized by the caller). Returns the byte offset of the scales (mode 1).
+// Q8_0 (mode 2), Q8_K (3), to f16 (4) or bf16 (5), in `out` (sized by the caller). Returns the byte offset of the scales (mode 1).
 size_t prepare_b(const device::OpContext& ctx, const Tensor& b, const Shape& s, const device::Scratch& out,
                  cl_int mode) {
   const TensorArg bt = tensor_arg(ctx, b);
@@ -171,9 +174,9 @@ size_t prepare_b(const device::OpContext& ctx, const Tensor& b, const Shape& s, 
     launch(ctx, k, grid);
   }
   if (s.k % kQuantBlock != 0) {
-    TESSERA_ASSERT(mode == 0);
+    TESSERA_ASSERT(mode == 0 || mode == 4 || mode == 5);
     cl_kernel k = kernel_of(ctx, "mul_mat", "mul_mat_prepare_b_tail");
-    set_args(ctx, k, bt.mem, bt.offset, bt.type, bt.ne, bt.nb, o.mem, q_off);
+    set_args(ctx, k, bt.mem, bt.offset, bt.type, bt.ne, bt.nb, o.mem, q_off, mode);
     launch(ctx, k, {static_cast<size_t>(s.k % kQuantBlock), grid[1], grid[2]});
   }
   return static_cast<size_t>(d_off - q_off);
@@ -232,7 +235,7 @@ void run_vec(const device::OpContext& ctx, Tensor& node, const Tensor& a, const 
   }
   TensorArg bt = tensor_arg(ctx, b);
   device::Scratch b_conv;
-  if (is_quantized(a.type) || b.type != DType::F32 || b.nb[0] != sizeof(float)) {
+  if (f32_b_mode(a.type) != 0 || b.type != DType::F32 || b.nb[0] != sizeof(float)) {
     b_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.n * s.b2 * s.b3) * sizeof(float));
     prepare_b(ctx, b, s, b_conv, f32_b_mode(a.type));
     const ClAddress o = address_arg(ctx, b_conv.data(), b_conv.size());
@@ -274,12 +277,11 @@ void sgemm(const device::OpContext& ctx, int64_t m, int64_t n, int64_t k, cl_mem
 }
 
 void run_gemm(const device::OpContext& ctx, Tensor& node, const Tensor& a, const Tensor& b, const Shape& s) {
-  const bool quant = is_quantized(a.type);
   const TensorArg d = tensor_arg(ctx, node);
   // b: in place when it is f32 with element-aligned rows (and no rounding is due).
   TensorArg bt = tensor_arg(ctx, b);
   device::Scratch b_conv;
-  const bool b_direct = !quant && b.type == DType::F32 && b.nb[0] == sizeof(float) && b.nb[1] % 4 == 0 &&
+  const bool b_direct = f32_b_mode(a.type) == 0 && b.type == DType::F32 && b.nb[0] == sizeof(float) && b.nb[1] % 4 == 0 &&
                         b.nb[2] % 4 == 0 && b.nb[3] % 4 == 0 && bt.offset % 4 == 0;
   if (!b_direct) {
     b_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.n * s.b2 * s.b3) * sizeof(float));
