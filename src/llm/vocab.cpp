@@ -227,6 +227,13 @@ void Vocab::find_end_of_generation_() {
   for (const Token id : {special_.eos, special_.eot, special_.eom}) {
     if (id != kNoToken) ids.push_back(id);
   }
+  // Harmony (gpt-oss's o200k_harmony; Solar Open's <|calls|>/<|flush|>): <|end|> ends a message, and
+  // the reply goes on with the next one (the analysis, then the final answer); <|return|> and
+  // <|call|> end it. llama.cpp drops <|end|> from its ends the same way.
+  const Token end = find("<|end|>");
+  if (end != kNoToken && ((find("<|return|>") != kNoToken && find("<|call|>") != kNoToken) ||
+                          (find("<|calls|>") != kNoToken && find("<|flush|>") != kNoToken)))
+    ids.erase(std::remove(ids.begin(), ids.end(), end), ids.end());
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   end_of_generation_ = std::move(ids);

@@ -1,6 +1,8 @@
 // `tessera run -cnv`: multi-turn chat. Each turn renders the whole conversation with the chat
 // template, tokenizes it, and evaluates only the suffix beyond the tokens already in the KV cache
-// (llm::Generator keeps the common prefix and removes anything after it from the cache).
+// (llm::Generator keeps the common prefix and removes anything after it from the cache). A Harmony
+// model (gpt-oss) replies in channels: the final one is shown, the analysis kept as the turn's
+// "thinking" (which the template drops from later turns).
 #include "chat.h"
 
 #include <fmt/format.h>
@@ -12,14 +14,17 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "progress.h"
 #include "tessera/error.h"
 #include "tessera/llm/chat_template.h"
 #include "tessera/llm/generator.h"
+#include "tessera/llm/harmony.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
+#include "tessera/llm/token_streamer.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::cli {
@@ -84,12 +89,32 @@ void run_chat(const ChatSettings& s) {
   go.max_tokens = s.n_predict;
   go.cancel = &g_interrupted;
   std::string reply;
-  go.on_text = [&reply](std::string_view piece) {
-    reply += piece;
+  auto show = [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
-    return true;
   };
+  // Harmony: the template writes channels and the vocabulary has them as control tokens.
+  const llm::Token channel_token = vocab.find("<|channel|>");
+  const bool harmony = source->find("<|channel|>") != std::string::npos && channel_token != llm::kNoToken &&
+                       vocab.type(channel_token) == llm::TokenType::Control;
+  std::optional<llm::HarmonyReader> reader;
+  std::optional<llm::TokenStreamer> streamer;
+  if (harmony) {
+    go.on_token = [&](llm::Token id) {
+      if (vocab.type(id) == llm::TokenType::Control) {
+        reader->text(streamer->finish());
+        reader->control(vocab.text(id));
+      } else {
+        reader->text(streamer->push(id));
+      }
+    };
+  } else {
+    go.on_text = [&](std::string_view piece) {
+      reply += piece;
+      show(piece);
+      return true;
+    };
+  }
   std::string line;
   int turn = 0;  // the user's turns (the system message is none)
   while (true) {
@@ -107,6 +132,12 @@ void run_chat(const ChatSettings& s) {
                   fmt::format("the conversation has {} tokens, more than the context of {}", tokens.size(),
                               session.n_ctx()));
     reply.clear();
+    if (harmony) {
+      reader.emplace([&show](const llm::HarmonyMessage& m, std::string_view text) {
+        if (m.channel == "final" && m.recipient.empty()) show(text);
+      });
+      streamer.emplace(vocab);
+    }
     g_interrupted.store(false);
     g_generating.store(true);
     const llm::GenerateResult r = generator.generate(tokens, sampler, go);
@@ -118,7 +149,14 @@ void run_chat(const ChatSettings& s) {
                    static_cast<long long>(session.n_ctx()));
     fmt::print(stderr, "[turn {}: {} prompt tokens, {} cached, {} evaluated]\n", turn, tokens.size(),
                r.cached_tokens, tokens.size() - r.cached_tokens);
-    messages.push_back({{"role", "assistant"}, {"content", reply}});
+    if (harmony) {
+      reader->text(streamer->finish());
+      const std::string thinking = reader->channel_text("analysis");
+      fmt::print(stderr, "[{} characters of analysis not shown]\n", thinking.size());
+      messages.push_back({{"role", "assistant"}, {"content", reader->channel_text("final")}, {"thinking", thinking}});
+    } else {
+      messages.push_back({{"role", "assistant"}, {"content", reply}});
+    }
   }
   std::signal(SIGINT, SIG_DFL);
 }
