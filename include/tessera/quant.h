@@ -99,7 +99,8 @@ void to_f32_row(DType type, const void* src, float* dst, int64_t n) noexcept;
 void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept;
 // Test data for any quantized type: n elements (whole blocks) of valid blocks whose indices, signs
 // and sub-scales are random (a seeded generator) and whose block scales are about amax / 127, so
-// values stay within about +-amax. For the grid I-quants this is the only way to make blocks here.
+// values stay within about +-amax (for the grid I-quants: random indices and signs, not a
+// quantized row).
 void random_blocks(DType type, uint64_t seed, float amax, void* dst, int64_t n) noexcept;
 // Converts n weights to `type` with the bits llama-quantize writes (ggml_quantize_chunk).
 // Without an importance matrix: from_f32_row's for every type but IQ4_NL, whose file path searches

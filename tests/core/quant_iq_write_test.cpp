@@ -165,3 +165,18 @@ TEST(QuantIqWrite, OtherTypesTakeTheImportanceAsLlamaCppDoes) {
     EXPECT_NE(0, std::memcmp(plain.data(), weighted.data(), row)) << c.file;
   }
 }
+
+TEST(QuantIqWrite, NonFiniteRowsDoNotCrash) {
+  // ggml asserts on such rows; here every type still writes whole blocks (whatever their values).
+  std::vector<float> x(256), unit(256, 1.0f);
+  for (int i = 0; i < 256; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  x[5] = std::nanf("");
+  x[77] = INFINITY;
+  x[200] = -INFINITY;
+  for (const Case& c : kCases) {
+    std::vector<uint8_t> out(traits(c.type).block_bytes);
+    quantize_weights(c.type, x.data(), out.data(), 256, unit.data());
+    std::vector<float> y(256);
+    to_f32_row(c.type, out.data(), y.data(), 256);
+  }
+}

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/cli.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
 #include "tessera/llm/quantize.h"
@@ -291,4 +292,23 @@ TEST(QuantizeImatrix, TheImportanceChangesTheBytesAndSurvivesTheRoundTrip) {
     EXPECT_LT(num / den, 0.1);
   }
   for (const auto& p : {unit, ramp, a, b}) std::filesystem::remove(p);
+}
+
+TEST(QuantizeImatrix, CommandLine) {
+  const std::string in = kOracle + "tiny-llama-f32.gguf";
+  const auto imatrix = temp_path("cli.imatrix.gguf"), out = temp_path("cli-iq2_xxs.gguf");
+  write_imatrix(imatrix, entries_of(gguf::File::open(in)), one);
+  auto r = testing_support::run_cli("quantize " + in + " " + out.string() + " iq2_xxs -t 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("only with an importance matrix"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  r = testing_support::run_cli("quantize " + in + " " + out.string() + " iq2_xxs --pure -t 2 --imatrix " +
+                               imatrix.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(read_all(out) == read_all(kOracle + "tiny-llama-iq2_xxs.gguf"));
+  r = testing_support::run_cli("quantize " + in + " " + out.string() + " q4_k_m --imatrix /nonexistent.gguf");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent.gguf"), std::string::npos) << r.out;
+  std::filesystem::remove(out);
+  std::filesystem::remove(imatrix);
 }
