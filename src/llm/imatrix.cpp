@@ -12,21 +12,23 @@
 namespace tessera::llm {
 namespace {
 
-// llama-imatrix ignores products over fewer rows than this (small batches skew the statistics).
+// llama-imatrix ignores MUL_MATs over fewer rows than this (small batches skew the statistics).
 constexpr int64_t kMinRows = 16;
 
-bool collected(const std::string& name, bool process_output) {
-  return name.rfind("blk.", 0) == 0 || (process_output && name == "output.weight");
+// llama-imatrix's choice: every MUL_MAT_ID; a MUL_MAT by a weight of the blocks (or output.weight
+// with process_output) whose b has at least 16 rows in its dim 1.
+bool collected(const Session::MatMulInput& in, bool process_output) {
+  if (in.ids != nullptr) return true;
+  const std::string& name = in.weight->name;
+  return in.ne[1] >= kMinRows && (name.rfind("blk.", 0) == 0 || (process_output && name == "output.weight"));
 }
 
 // Adds one product's input rows to its weight's statistics.
 void collect(ImatrixResult& r, const Session::MatMulInput& in, bool process_output) {
+  if (!collected(in, process_output)) return;
   const Tensor& w = *in.weight;
-  if (!collected(w.name, process_output)) return;
   const int64_t ne0 = in.ne[0];
   const int64_t n_mat = w.ne[2] * w.ne[3];
-  const int64_t rows = in.ids == nullptr ? in.ne[1] * in.ne[2] * in.ne[3] : in.ids_ne[1];  // tokens for MUL_MAT_ID
-  if (rows < kMinRows) return;
   ImatrixStats& s = r.stats[w.name];
   if (s.sums.empty()) {
     s.ne0 = ne0;
@@ -40,11 +42,10 @@ void collect(ImatrixResult& r, const Session::MatMulInput& in, bool process_outp
     for (int64_t j = 0; j < ne0; ++j) sum[j] += x[j] * x[j];
     s.counts[static_cast<size_t>(mat)] += 1.0f;
   };
-  if (in.ids == nullptr) {  // MUL_MAT: b [ne0, rows, B2, B3] against weights stretched over dims 2, 3
-    const int64_t r2 = in.ne[2] / w.ne[2], r3 = in.ne[3] / w.ne[3];
+  if (in.ids == nullptr) {  // MUL_MAT: b [ne0, rows, B2, B3]; llama-imatrix's matrix of (i2, i3) is (i2 % ne2, i3 % ne3)
     for (int64_t i3 = 0; i3 < in.ne[3]; ++i3)
       for (int64_t i2 = 0; i2 < in.ne[2]; ++i2) {
-        const int64_t mat = (i3 / r3) * w.ne[2] + i2 / r2;
+        const int64_t mat = (i3 % w.ne[3]) * w.ne[2] + i2 % w.ne[2];
         for (int64_t row = 0; row < in.ne[1]; ++row)
           add_row(in.x + ((i3 * in.ne[2] + i2) * in.ne[1] + row) * ne0, mat);
       }

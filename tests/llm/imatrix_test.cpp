@@ -171,6 +171,16 @@ TEST(Imatrix, ExpertsCountTheRowsRoutedToThem) {
   }
   // The router sees every token once.
   EXPECT_EQ(r.stats.at("blk.0.ffn_gate_inp.weight").counts, std::vector<float>{128});
+  // Decodes of 8 tokens: llama-imatrix skips such MUL_MATs but keeps every MUL_MAT_ID.
+  so.n_batch = 8;
+  Session small(*model, so);
+  o.n_batch = 8;
+  const ImatrixResult rs = compute_imatrix(small, vocab, perplexity_tokens(vocab, story()), o);
+  EXPECT_EQ(rs.stats.size(), 2u * 3u);  // the three expert tensors of two layers
+  for (const auto& [name, s] : rs.stats) {
+    EXPECT_NE(name.find("_exps."), std::string::npos) << name;
+    EXPECT_EQ(std::accumulate(s.counts.begin(), s.counts.end(), 0.0), 2.0 * 2 * 64) << name;
+  }
   // And the quantizer takes the file, experts and all.
   const auto imatrix = temp_path("mixtral.imatrix.gguf"), out = temp_path("mixtral-iq2_xxs.gguf");
   write_imatrix(r, imatrix.string());

@@ -2,9 +2,10 @@
 // Computing an importance matrix as llama.cpp's llama-imatrix does: the text is tokenized whole (BOS
 // when the vocabulary adds one) and cut into chunks of n_ctx tokens, each evaluated from an empty
 // KV cache with its first token replaced by BOS when the vocabulary adds BOS; for every matrix
-// multiplication by a weight of the blocks (blk.*; output.weight too with process_output) over at
-// least 16 tokens, each input row x adds x_j^2 to the weight's sum of column j and one to its
-// count (per expert for MUL_MAT_ID: the rows routed to that expert). The file is llama-imatrix's
+// multiplication by a weight of the blocks (blk.*; output.weight too with process_output) whose
+// input has at least 16 rows, and for every MUL_MAT_ID, each input row x adds x_j^2 to the weight's
+// sum of column j and one to its count (per expert for MUL_MAT_ID: the rows routed to that
+// expert, expert by expert, slot by slot, token by token). The file is llama-imatrix's
 // GGUF: NAME.in_sum2 [ne0, n_mat] and NAME.counts [1, n_mat] (f32), general.type "imatrix",
 // imatrix.datasets, imatrix.chunk_count and imatrix.chunk_size; read_imatrix (quantize.h) reads
 // it back as in_sum2 / counts.
