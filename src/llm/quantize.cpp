@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -441,10 +442,22 @@ void convert_tensor(const gguf::TensorInfo& src, const std::byte* data, DType to
     }
   };
   const int64_t n = std::clamp<int64_t>(threads, 1, std::max<int64_t>(rows, 1));
+  // A quantizer's Error on a worker thread comes back to the caller (quantize_model checks what it
+  // can first, so none is expected).
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  auto guarded = [&](int64_t t) {
+    try {
+      work(rows * t / n, rows * (t + 1) / n);
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
+  };
   std::vector<std::thread> pool;
-  for (int64_t t = 1; t < n; ++t) pool.emplace_back(work, rows * t / n, rows * (t + 1) / n);
-  work(0, rows / n);
+  for (int64_t t = 1; t < n; ++t) pool.emplace_back(guarded, t);
+  guarded(0);
   for (auto& th : pool) th.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 // An imatrix GGUF: NAME.in_sum2 / NAME.counts pairs (llama-imatrix's layout).
