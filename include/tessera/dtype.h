@@ -55,8 +55,9 @@ struct DTypeTraits {
 const DTypeTraits& traits(DType type) noexcept;
 inline std::string_view name(DType type) noexcept { return traits(type).name; }
 inline bool is_quantized(DType type) noexcept { return traits(type).quantized; }
-// The I-quants of grid codebooks (IQ1_S ... IQ3_S): read, multiplied and gathered, never written
-// here (ggml writes them only with an importance matrix), so no op converts into them.
+// The I-quants of grid codebooks (IQ1_S ... IQ3_S): read, multiplied and gathered; written only by
+// the weight quantizer (quantize_weights, with an importance matrix where ggml needs one), so no op
+// converts into them.
 inline bool is_grid_iquant(DType type) noexcept { return type >= DType::IQ2_XXS && type <= DType::IQ1_M; }
 
 std::optional<DType> dtype_from_gguf(uint32_t gguf_id) noexcept;

@@ -55,7 +55,8 @@ std::vector<OpTypeRule> rules_of(Op op) {
       return same_type(kAll, 1);
     case Op::Cpy: {
       // The result is a view of b. Every type converts to every type through f32, except that i32
-      // copies only to i32 and f32 and the grid I-quants (never written here) only to themselves.
+      // copies only to i32 and f32 and the grid I-quants (written by the weight quantizer, not by
+      // ops) only to themselves.
       std::vector<OpTypeRule> rules;
       for (auto b : kAll.members())
         rules.push_back(kGridIQuants.contains(*b) ? rule({*b}, {{*b}, {*b}}) : rule({*b}, {kWeights, {*b}}));

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/check.h"
 #include "core/simd.h"
 #include "tessera/convert.h"
 
@@ -352,14 +353,21 @@ void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
     case DType::MXFP4:
       ref::quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n);
       break;
+    case DType::IQ2_S:
+      ref::quantize_row_iq2_s(src, static_cast<BlockIQ2_S*>(dst), n, nullptr);
+      break;
+    case DType::IQ3_XXS:
+      ref::quantize_row_iq3_xxs(src, static_cast<BlockIQ3_XXS*>(dst), n, nullptr);
+      break;
+    case DType::IQ3_S:
+      ref::quantize_row_iq3_s(src, static_cast<BlockIQ3_S*>(dst), n, nullptr);
+      break;
     case DType::IQ2_XXS:
     case DType::IQ2_XS:
-    case DType::IQ2_S:
-    case DType::IQ3_XXS:
-    case DType::IQ3_S:
     case DType::IQ1_S:
     case DType::IQ1_M:
-      // Not written here (is_grid_iquant): the op table and the callers keep conversions away.
+      // ggml has no row conversion into these (they need an importance matrix): the op table and
+      // the callers keep conversions away.
       std::memset(dst, 0, row_bytes(type, n));
       break;
     case DType::I32: {
@@ -370,9 +378,34 @@ void from_f32_row(DType type, const float* src, void* dst, int64_t n) noexcept {
   }
 }
 
-void quantize_weights(DType type, const float* src, void* dst, int64_t n) noexcept {
-  if (type == DType::IQ4_NL) return ref::quantize_row_iq4_nl_searched(src, static_cast<BlockIQ4_NL*>(dst), n);
-  from_f32_row(type, src, dst, n);
+bool grid_iquant_needs_importance(DType type) noexcept {
+  return type == DType::IQ2_XXS || type == DType::IQ2_XS || type == DType::IQ1_S;
+}
+
+void quantize_weights(DType type, const float* src, void* dst, int64_t n, const float* importance) {
+  if (importance == nullptr && grid_iquant_needs_importance(type))
+    raise(ErrorCode::InvalidArgument, "{} needs an importance matrix (imatrix) to be written", name(type));
+  if (importance != nullptr && ref::quantize_row_weighted(type, src, dst, n, importance)) return;
+  switch (type) {
+    case DType::IQ4_NL:
+      return ref::quantize_row_iq4_nl_searched(src, static_cast<BlockIQ4_NL*>(dst), n);
+    case DType::IQ2_XXS:
+      return ref::quantize_row_iq2_xxs(src, static_cast<BlockIQ2_XXS*>(dst), n, importance);
+    case DType::IQ2_XS:
+      return ref::quantize_row_iq2_xs(src, static_cast<BlockIQ2_XS*>(dst), n, importance);
+    case DType::IQ2_S:
+      return ref::quantize_row_iq2_s(src, static_cast<BlockIQ2_S*>(dst), n, importance);
+    case DType::IQ3_XXS:
+      return ref::quantize_row_iq3_xxs(src, static_cast<BlockIQ3_XXS*>(dst), n, importance);
+    case DType::IQ3_S:
+      return ref::quantize_row_iq3_s(src, static_cast<BlockIQ3_S*>(dst), n, importance);
+    case DType::IQ1_S:
+      return ref::quantize_row_iq1_s(src, static_cast<BlockIQ1_S*>(dst), n, importance);
+    case DType::IQ1_M:
+      return ref::quantize_row_iq1_m(src, static_cast<BlockIQ1_M*>(dst), n, importance);
+    default:
+      return from_f32_row(type, src, dst, n);
+  }
 }
 
 }  // namespace tessera

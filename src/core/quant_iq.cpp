@@ -25,11 +25,11 @@ int nearest_grid_index(float x) noexcept {
   return x - kIq4Values[hi - 1] < kIq4Values[hi] - x ? hi - 1 : hi;
 }
 
-// One block of 32 under weights x^2 (no importance matrix): the indices of x / d for d = max / 127
-// (of the opposite sign when ntry < 0), the least-squares scale for them, then with ntry > 0 the
-// best of the 2 ntry + 1 inverse scales (k - 127) / max by the weighted fit. L receives the first
-// indices; the scale is returned (0 for an all-zero block, leaving L as it was).
-float fit_iq4_block(const float* x, uint8_t* L, int ntry) noexcept {
+// One block of 32 under weights w (x^2 when null: no importance matrix): the indices of x / d for
+// d = max / 127 (of the opposite sign when ntry < 0), the least-squares scale for them, then with
+// ntry > 0 the best of the 2 ntry + 1 inverse scales (k - 127) / max by the weighted fit. L
+// receives the first indices; the scale is returned (0 for an all-zero block, leaving L as it was).
+float fit_iq4_block(const float* x, const float* weights, uint8_t* L, int ntry) noexcept {
   float amax = 0, max = 0;
   for (int j = 0; j < 32; ++j) {
     const float ax = std::fabs(x[j]);
@@ -46,7 +46,7 @@ float fit_iq4_block(const float* x, uint8_t* L, int ntry) noexcept {
       const int l = nearest_grid_index(id * x[j]);
       if (store != nullptr) store[j] = static_cast<uint8_t>(l);
       const float q = kIq4Values[l];
-      const float w = x[j] * x[j];
+      const float w = weights != nullptr ? weights[j] : x[j] * x[j];
       sumqx += w * q * x[j];
       sumq2 += w * q * q;
     }
@@ -72,13 +72,24 @@ void pack_nibbles(const uint8_t* L, uint8_t* qs, int groups_of_32) noexcept {
       qs[16 * g + j] = static_cast<uint8_t>(L[32 * g + j] | (L[32 * g + 16 + j] << 4));
 }
 
+// importance * sqrt(sigma2 + x^2) over n elements, sigma2 = 2 mean(x^2) over the n (ggml's IQ4
+// weights with an importance matrix).
+void iq4_weights(const float* x, const float* importance, int n, float* w) noexcept {
+  float sigma2 = 0;
+  for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+  sigma2 *= 2.f / static_cast<float>(n);
+  for (int j = 0; j < n; ++j) w[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
 // ggml's IQ4_NL block: ntry = 7 is what llama-quantize writes, ntry = -1 ggml's row conversion.
-void quantize_iq4_nl_block(const float* x, BlockIQ4_NL& y, int ntry) noexcept {
+void quantize_iq4_nl_block(const float* x, const float* importance, BlockIQ4_NL& y, int ntry) noexcept {
   // An all-zero block keeps the index of 0 (ggml's row conversion would leave stale indices there;
   // they decode to 0 either way).
   uint8_t L[32];
   std::memset(L, 8, sizeof L);
-  const float scale = fit_iq4_block(x, L, ntry);
+  float w[32];
+  if (importance != nullptr) iq4_weights(x, importance, 32, w);
+  const float scale = fit_iq4_block(x, importance != nullptr ? w : nullptr, L, ntry);
   y.d = fp32_to_fp16(scale);
   if (ntry > 0) {
     const float id = scale != 0 ? 1 / scale : 0;
@@ -90,21 +101,25 @@ void quantize_iq4_nl_block(const float* x, BlockIQ4_NL& y, int ntry) noexcept {
 }  // namespace
 
 void quantize_row_iq4_nl(const float* src, BlockIQ4_NL* dst, int64_t n) noexcept {
-  for (int64_t b = 0; b < n / kQuantBlock; ++b) quantize_iq4_nl_block(src + b * kQuantBlock, dst[b], -1);
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) quantize_iq4_nl_block(src + b * kQuantBlock, nullptr, dst[b], -1);
 }
 
-void quantize_row_iq4_nl_searched(const float* src, BlockIQ4_NL* dst, int64_t n) noexcept {
-  for (int64_t b = 0; b < n / kQuantBlock; ++b) quantize_iq4_nl_block(src + b * kQuantBlock, dst[b], 7);
+void quantize_row_iq4_nl_searched(const float* src, BlockIQ4_NL* dst, int64_t n, const float* importance) noexcept {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b)
+    quantize_iq4_nl_block(src + b * kQuantBlock, importance != nullptr ? importance + b * kQuantBlock : nullptr,
+                          dst[b], 7);
 }
 
-void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n) noexcept {
+void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n, const float* importance) noexcept {
   for (int64_t b = 0; b < n / kSuperBlock; ++b, src += kSuperBlock) {
     BlockIQ4_XS& y = dst[b];
     float scales[8];
     float amax_scale = 0, max_scale = 0;
     uint8_t L[256];
+    float w[256];
+    if (importance != nullptr) iq4_weights(src, importance + b * kSuperBlock, 256, w);
     for (int g = 0; g < 8; ++g) {
-      scales[g] = fit_iq4_block(src + 32 * g, L + 32 * g, 7);
+      scales[g] = fit_iq4_block(src + 32 * g, importance != nullptr ? w + 32 * g : nullptr, L + 32 * g, 7);
       if (std::fabs(scales[g]) > amax_scale) {
         amax_scale = std::fabs(scales[g]);
         max_scale = scales[g];

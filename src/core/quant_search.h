@@ -18,4 +18,10 @@ inline int nearest_int(float x) noexcept {
   return (bits & 0x007fffff) - 0x00400000;
 }
 
+// ggml's make_qp_quants: a scale for non-negative x with levels L in [0, nmax], the best of nine
+// trial scales by the error under weights w, then up to five passes moving single levels while
+// the weighted fit improves. Levels are bytes as in ggml (a negative level of a negative x wraps,
+// and the passes read it back so): the quirk is part of the bits.
+float fit_positive_levels(int n, int nmax, const float* x, const float* w, uint8_t* L) noexcept;
+
 }  // namespace tessera::ref

@@ -1,12 +1,16 @@
-// llama-quantize's file types, its per-tensor type choices (llama_tensor_get_type, without an
-// importance matrix) and a streaming, multi-threaded writer of the quantized file.
+// llama-quantize's file types, its per-tensor type choices (llama_tensor_get_type, with or without
+// an importance matrix), llama.cpp's imatrix files and a streaming, multi-threaded writer of the
+// quantized file.
 #include "tessera/llm/quantize.h"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <thread>
 
@@ -34,8 +38,18 @@ enum Ftype : uint32_t {
   kQ5_K_S = 16,
   kQ5_K_M = 17,
   kQ6_K = 18,
+  kIQ2_XXS = 19,
+  kIQ2_XS = 20,
+  kIQ3_XS = 22,
+  kIQ3_XXS = 23,
+  kIQ1_S = 24,
   kIQ4_NL = 25,
+  kIQ3_S = 26,
+  kIQ3_M = 27,
+  kIQ2_S = 28,
+  kIQ2_M = 29,
   kIQ4_XS = 30,
+  kIQ1_M = 31,
   kBF16 = 32,
   kMXFP4_MOE = 38,
 };
@@ -154,9 +168,21 @@ bool fits(DType type, int64_t ne0) { return ne0 % traits(type).block_size == 0; 
 // llama_tensor_get_type for the file types above: the mixes' choices per tensor name and layer,
 // then the fallback for row widths the type's block does not divide. The counters advance in
 // llama's weight order, as llama-quantize's do.
+// The I-quant mixes of two bits and below, which share one set of choices.
+bool low_bit_iq_mix(uint32_t ft) {
+  return ft == kIQ2_XXS || ft == kIQ2_XS || ft == kIQ1_S || ft == kIQ2_S || ft == kIQ2_M || ft == kIQ1_M;
+}
+
+// llama.cpp's "attention-v-like" tensors (attn_v, attn_qkv, attn_kv_b; the first match of its
+// categories, which test attn_qkv and attn_kv_b before attn_v).
+bool attn_v_like(const std::string& name) {
+  return contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") || contains(name, "attn_v.weight");
+}
+
 class TypeChooser {
  public:
-  TypeChooser(const ModelFacts& m, const QuantizeOptions& o, uint32_t ftype) : m_(m), o_(o), ftype_(ftype) {}
+  TypeChooser(const ModelFacts& m, const QuantizeOptions& o, uint32_t ftype, bool has_imatrix)
+      : m_(m), o_(o), ftype_(ftype), has_imatrix_(has_imatrix) {}
 
   DType choose(const std::string& name, int64_t ne0, int64_t ne2, DType type) {
     const uint32_t ft = ftype_;
@@ -165,6 +191,8 @@ class TypeChooser {
         type = *o_.output_type;
       } else if (ft == kMXFP4_MOE || m_.falcon() || !fits(type, ne0)) {
         type = DType::Q8_0;
+      } else if (low_bit_iq_mix(ft) || ft == kIQ3_XXS) {
+        type = DType::Q5_K;
       } else if (type != DType::Q8_0) {
         type = DType::Q6_K;
       }
@@ -172,7 +200,46 @@ class TypeChooser {
       // The experts (3-D) in MXFP4, every other matrix (token_embd too) in Q8_0.
       type = ne2 > 1 ? DType::MXFP4 : DType::Q8_0;
     } else if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") {
-      if (o_.token_embedding_type) type = *o_.token_embedding_type;
+      if (o_.token_embedding_type)
+        type = *o_.token_embedding_type;
+      else if (ft == kIQ2_XXS || ft == kIQ2_XS || ft == kIQ1_S || ft == kIQ1_M)
+        type = DType::Q2_K;
+      else if (ft == kIQ2_S || ft == kIQ2_M || ft == kIQ3_XXS)
+        type = DType::IQ3_S;
+    } else if (low_bit_iq_mix(ft)) {
+      const bool two_bit_s = ft == kIQ2_S || ft == kIQ2_M;
+      if (attn_v_like(name)) {
+        type = m_.n_gqa() >= 4 || m_.n_expert >= 4 ? DType::Q4_K : two_bit_s ? DType::IQ3_S : DType::Q2_K;
+        ++i_attention_wv_;
+      } else if (m_.n_expert == 8 && contains(name, "attn_k.weight")) {
+        type = DType::Q4_K;
+      } else if (contains(name, "ffn_down")) {
+        if (i_ffn_down_ < m_.n_layer / 8) type = two_bit_s ? DType::IQ3_S : DType::Q2_K;
+        ++i_ffn_down_;
+      } else if (contains(name, "attn_output.weight")) {
+        if (m_.n_expert == 8)
+          type = DType::Q5_K;
+        else if (ft == kIQ1_S || ft == kIQ1_M)
+          type = DType::IQ2_XXS;
+        else if (two_bit_s)
+          type = DType::IQ3_S;
+      }
+    } else if (is_iq3_mix(ft) && attn_v_like(name)) {
+      if (ft == kIQ3_XXS)
+        type = m_.n_gqa() >= 4 ? DType::Q4_K : !has_imatrix_ ? DType::IQ3_S : DType::IQ3_XXS;
+      else if ((ft == kIQ3_XS || ft == kIQ3_S) && m_.n_gqa() >= 4)
+        type = DType::Q4_K;
+      else if (ft == kIQ3_M)
+        type = DType::Q4_K;
+      if (m_.llama_70b() && (type == DType::Q3_K || type == DType::Q4_K)) type = DType::Q5_K;
+      if (m_.n_expert == 8) type = DType::Q8_0;
+      ++i_attention_wv_;
+    } else if (is_iq3_mix(ft) && (contains(name, "ffn_up") || contains(name, "ffn_gate"))) {
+      // IQ3_XS takes its middle layers' up and gate projections down to IQ3_XXS.
+      int& counter = contains(name, "ffn_up") ? i_ffn_up_ : i_ffn_gate_;
+      const int i_layer = layer_of(name, counter), n_layer = m_.n_layer;
+      if (ft == kIQ3_XS && i_layer >= n_layer / 8 && i_layer < 7 * n_layer / 8) type = DType::IQ3_XXS;
+      ++counter;
     } else if (contains(name, "attn_v.weight")) {
       if (ft == kQ2_K) {
         type = m_.n_gqa() >= 4 ? DType::Q4_K : DType::Q3_K;
@@ -192,13 +259,26 @@ class TypeChooser {
       if (m_.n_expert == 8) type = DType::Q8_0;
       ++i_attention_wv_;
     } else if (contains(name, "attn_k.weight")) {
-      if (m_.n_expert == 8) type = DType::Q8_0;
+      if (m_.n_expert == 8)
+        type = DType::Q8_0;
+      else if (ft == kIQ3_XS)
+        type = DType::IQ3_XXS;
+      else if (ft == kIQ3_XXS)
+        type = DType::IQ2_S;
     } else if (contains(name, "attn_q.weight")) {
-      // Only the IQ3 file types change it.
+      if (ft == kIQ3_XS)
+        type = DType::IQ3_XXS;
+      else if (ft == kIQ3_XXS)
+        type = DType::IQ2_S;
     } else if (contains(name, "ffn_down")) {
       const int i_layer = layer_of(name, i_ffn_down_), n_layer = m_.n_layer;
       if (ft == kQ2_K) {
         type = DType::Q3_K;
+      } else if (ft == kIQ3_XXS && !has_imatrix_) {
+        type = i_layer < n_layer / 8 ? DType::Q4_K : DType::Q3_K;
+      } else if (ft == kIQ3_M &&
+                 (i_layer < n_layer / 8 || (m_.n_expert == 8 && use_more_bits(i_layer, n_layer)))) {
+        type = DType::Q4_K;
       } else if (ft == kQ3_K_M) {
         type = i_layer < n_layer / 16                            ? DType::Q5_K
                : !m_.falcon() || use_more_bits(i_layer, n_layer) ? DType::Q4_K
@@ -212,22 +292,29 @@ class TypeChooser {
                                                    : DType::Q4_K;
         else if (use_more_bits(i_layer, n_layer))
           type = DType::Q6_K;
-      } else if (i_layer < n_layer / 8 && (ft == kIQ4_NL || ft == kIQ4_XS)) {
+      } else if (i_layer < n_layer / 8 && (ft == kIQ4_NL || ft == kIQ4_XS) && !has_imatrix_) {
         type = DType::Q5_K;
       } else if (ft == kQ5_K_M && use_more_bits(i_layer, n_layer)) {
         type = DType::Q6_K;
       } else if (ft == kQ4_K_S && !m_.falcon() && i_layer < n_layer / 8) {
         type = DType::Q5_K;
+      } else if ((ft == kQ4_0 || ft == kQ5_0) && has_imatrix_ && i_layer < n_layer / 8) {
+        // With an importance matrix llama-quantize guards the first ffn_down layers this way.
+        type = ft == kQ4_0 ? DType::Q4_1 : DType::Q5_1;
       }
       ++i_ffn_down_;
     } else if (contains(name, "attn_output.weight")) {
       if (!m_.falcon()) {
         if (m_.n_expert == 8) {
           if (ft == kQ2_K || ft == kQ3_K_S || ft == kQ3_K_M || ft == kIQ4_NL || ft == kQ4_K_S ||
-              ft == kQ4_K_M || ft == kIQ4_XS)
+              ft == kQ4_K_M || ft == kIQ4_XS || is_iq3_mix(ft))
             type = DType::Q5_K;
         } else if (ft == kQ2_K) {
           type = DType::Q3_K;
+        } else if (ft == kIQ3_XXS) {
+          type = DType::IQ3_S;
+        } else if (ft == kIQ3_M) {
+          type = DType::Q4_K;
         } else if (ft == kQ3_K_M) {
           type = DType::Q4_K;
         } else if (ft == kQ3_K_L) {
@@ -237,7 +324,7 @@ class TypeChooser {
         type = DType::Q4_K;
       }
     } else if (contains(name, "attn_qkv.weight")) {
-      if (ft == kQ3_K_M || ft == kQ3_K_L)
+      if (ft == kQ3_K_M || ft == kQ3_K_L || ft == kIQ3_M)
         type = DType::Q4_K;
       else if (ft == kQ4_K_M)
         type = DType::Q5_K;
@@ -258,10 +345,19 @@ class TypeChooser {
     return layer;
   }
 
+  static bool is_iq3_mix(uint32_t ft) { return ft == kIQ3_XXS || ft == kIQ3_XS || ft == kIQ3_S || ft == kIQ3_M; }
+
   static DType fallback(const std::string& name, int64_t ne0, DType type) {
     if (fits(type, ne0)) return type;
     DType alt;
     switch (type) {
+      case DType::IQ1_S:
+      case DType::IQ1_M:
+      case DType::IQ2_XXS:
+      case DType::IQ2_XS:
+      case DType::IQ2_S:
+      case DType::IQ3_XXS:
+      case DType::IQ3_S:
       case DType::Q2_K:
       case DType::Q3_K:
       case DType::IQ4_XS:
@@ -286,8 +382,26 @@ class TypeChooser {
   const ModelFacts& m_;
   const QuantizeOptions& o_;
   uint32_t ftype_;
-  int i_attention_wv_ = 0, i_ffn_down_ = 0;
+  bool has_imatrix_;
+  int i_attention_wv_ = 0, i_ffn_down_ = 0, i_ffn_gate_ = 0, i_ffn_up_ = 0;
 };
+
+// llama-quantize's tensor_requires_imatrix: the types it will not write without an importance
+// matrix, except for token_embd and output.
+bool requires_imatrix(const std::string& name, DType type) {
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight") return false;
+  switch (type) {
+    case DType::IQ3_XXS:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ1_M:
+    case DType::IQ1_S:
+      return true;
+    default:
+      return false;
+  }
+}
 
 void check_fits(const TensorPlan& p, DType type, const char* why) {
   if (!fits(type, p.ne[0]))
@@ -305,9 +419,10 @@ bool same_file(const std::string& a, const std::string& b) {
   return std::filesystem::exists(b, ec) && std::filesystem::equivalent(a, b, ec);
 }
 
-// Converts one tensor: rows split over threads, each converted to f32 and quantized.
+// Converts one tensor: rows split over threads, each converted to f32 and quantized (under the
+// importance of its matrix's columns when there is an importance matrix: ne0 values per matrix).
 void convert_tensor(const gguf::TensorInfo& src, const std::byte* data, DType to, std::span<std::byte> out,
-                    int threads) {
+                    int threads, const std::vector<float>* importance) {
   const DType from = src.dtype();
   const int64_t ne0 = src.ne[0];
   const int64_t rows = src.ne[1] * src.ne[2] * src.ne[3];
@@ -321,17 +436,153 @@ void convert_tensor(const gguf::TensorInfo& src, const std::byte* data, DType to
         to_f32_row(from, row, buf.data(), ne0);
         x = buf.data();
       }
-      quantize_weights(to, x, out.data() + static_cast<size_t>(r) * out_row, ne0);
+      const float* w = nullptr;
+      if (importance != nullptr) w = importance->data() + static_cast<size_t>((r / src.ne[1]) % src.ne[2] * ne0);
+      quantize_weights(to, x, out.data() + static_cast<size_t>(r) * out_row, ne0, w);
     }
   };
   const int64_t n = std::clamp<int64_t>(threads, 1, std::max<int64_t>(rows, 1));
+  // A quantizer's Error on a worker thread comes back to the caller (quantize_model checks what it
+  // can first, so none is expected).
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  auto guarded = [&](int64_t t) {
+    try {
+      work(rows * t / n, rows * (t + 1) / n);
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
+  };
   std::vector<std::thread> pool;
-  for (int64_t t = 1; t < n; ++t) pool.emplace_back(work, rows * t / n, rows * (t + 1) / n);
-  work(0, rows / n);
+  for (int64_t t = 1; t < n; ++t) pool.emplace_back(guarded, t);
+  guarded(0);
   for (auto& th : pool) th.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// An imatrix GGUF: NAME.in_sum2 / NAME.counts pairs (llama-imatrix's layout).
+ImportanceMatrix read_gguf_imatrix(const std::string& path) {
+  const gguf::File f = gguf::File::open(path);
+  for (const char* key : {"imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"})
+    if (f.find(key) == nullptr)
+      raise(ErrorCode::CorruptFile, "{}: no {} (not an importance matrix from llama-imatrix)", path, key);
+  ImportanceMatrix m;
+  m.datasets = f.get_string_array("imatrix.datasets");
+  m.chunk_count = static_cast<int>(std::clamp<int64_t>(f.get_int("imatrix.chunk_count"), 0, 1 << 30));
+  std::map<std::string, std::pair<const gguf::TensorInfo*, const gguf::TensorInfo*>> pairs;
+  auto strip = [](const std::string& name, std::string_view suffix, std::string& base) {
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      return false;
+    base = name.substr(0, name.size() - suffix.size());
+    return true;
+  };
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    std::string base;
+    if (strip(t.name, ".in_sum2", base))
+      pairs[base].first = &t;
+    else if (strip(t.name, ".counts", base))
+      pairs[base].second = &t;
+  }
+  if (pairs.empty()) raise(ErrorCode::CorruptFile, "{}: no .in_sum2 / .counts tensors", path);
+  for (const auto& [name, pair] : pairs) {
+    const auto [sums, counts] = pair;
+    if (sums == nullptr || counts == nullptr)
+      raise(ErrorCode::CorruptFile, "{}: tensor {} has {} but no {}", path, name, sums ? "in_sum2" : "counts",
+            sums ? "counts" : "in_sum2");
+    const int64_t ne0 = sums->ne[0], n_mat = sums->ne[1];
+    if (sums->type_id != 0 || counts->type_id != 0 || sums->ne[2] != 1 || sums->ne[3] != 1 || counts->ne[0] != 1 ||
+        counts->ne[1] != n_mat || counts->ne[2] != 1 || counts->ne[3] != 1)
+      raise(ErrorCode::CorruptFile,
+            "{}: {}: in_sum2 must be f32 [n, matrices] and counts f32 [1, matrices] (got {} [{}, {}] and {} [{}, {}])",
+            path, name, sums->type_name(), ne0, n_mat, counts->type_name(), counts->ne[0], counts->ne[1]);
+    const auto* sum = reinterpret_cast<const float*>(f.tensor_data(*sums));
+    const auto* count = reinterpret_cast<const float*>(f.tensor_data(*counts));
+    std::vector<float> values(static_cast<size_t>(ne0 * n_mat));
+    for (int64_t j = 0; j < n_mat; ++j) {
+      float c;
+      std::memcpy(&c, count + j, 4);
+      for (int64_t i = 0; i < ne0; ++i) {
+        float v;
+        std::memcpy(&v, sum + j * ne0 + i, 4);
+        // A matrix that never saw input during calibration counts as all ones (llama-quantize).
+        values[static_cast<size_t>(j * ne0 + i)] = c > 0 ? v / c : 1.0f;
+      }
+    }
+    for (float v : values)
+      if (!std::isfinite(v)) raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, name);
+    m.values.emplace(name, std::move(values));
+  }
+  return m;
+}
+
+// The legacy binary imatrix (.dat): int32 entry count, then per entry the name (int32 length and
+// bytes), int32 call count, int32 value count and the values (means times the call count);
+// optionally the last chunk and the dataset name after them.
+ImportanceMatrix read_legacy_imatrix(const std::string& path, const std::vector<char>& bytes) {
+  size_t at = 0;
+  auto need = [&](size_t n, const char* what) {
+    if (bytes.size() - at < n) raise(ErrorCode::CorruptFile, "{}: truncated at byte {} ({})", path, at, what);
+  };
+  auto i32 = [&](const char* what) {
+    need(4, what);
+    int32_t v;
+    std::memcpy(&v, bytes.data() + at, 4);
+    at += 4;
+    return v;
+  };
+  ImportanceMatrix m;
+  const int32_t n_entries = i32("entry count");
+  if (n_entries < 1) raise(ErrorCode::CorruptFile, "{}: {} entries (not an importance matrix?)", path, n_entries);
+  for (int32_t e = 0; e < n_entries; ++e) {
+    const int32_t len = i32("name length");
+    if (len < 1 || len > 4096) raise(ErrorCode::CorruptFile, "{}: entry {}: name of {} bytes", path, e, len);
+    need(static_cast<size_t>(len), "name");
+    std::string name(bytes.data() + at, static_cast<size_t>(len));
+    at += static_cast<size_t>(len);
+    const int32_t ncall = i32("call count");
+    const int32_t nval = i32("value count");
+    if (nval < 1) raise(ErrorCode::CorruptFile, "{}: entry {}: {} values", path, name, nval);
+    need(static_cast<size_t>(nval) * 4, "values");
+    std::vector<float> values(static_cast<size_t>(nval));
+    std::memcpy(values.data(), bytes.data() + at, values.size() * 4);
+    at += values.size() * 4;
+    if (ncall > 0)
+      for (float& v : values) v /= static_cast<float>(ncall);
+    for (float v : values)
+      if (!std::isfinite(v)) raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, name);
+    if (!m.values.emplace(name, std::move(values)).second)
+      raise(ErrorCode::CorruptFile, "{}: tensor {} appears twice", path, name);
+  }
+  if (at < bytes.size()) {
+    m.chunk_count = std::max(0, i32("last chunk"));
+    const int32_t len = i32("dataset name length");
+    if (len < 0) raise(ErrorCode::CorruptFile, "{}: dataset name of {} bytes", path, len);
+    need(static_cast<size_t>(len), "dataset name");
+    m.datasets.emplace_back(bytes.data() + at, static_cast<size_t>(len));
+  }
+  return m;
 }
 
 }  // namespace
+
+ImportanceMatrix read_imatrix(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    raise(ErrorCode::Io, "importance matrix {}: not a readable file", path);
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  if (!in) raise(ErrorCode::CorruptFile, "importance matrix {}: shorter than 4 bytes", path);
+  if (std::memcmp(magic, "GGUF", 4) == 0) return read_gguf_imatrix(path);
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<size_t>(in.tellg());
+  if (size > (size_t{1} << 32)) raise(ErrorCode::CorruptFile, "importance matrix {}: {} bytes is too large", path, size);
+  std::vector<char> bytes(size);
+  in.seekg(0);
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (!in) raise(ErrorCode::Io, "importance matrix {}: read failed", path);
+  return read_legacy_imatrix(path, bytes);
+}
 
 const std::vector<FileType>& file_types() {
   static const std::vector<FileType> types = {
@@ -354,6 +605,16 @@ const std::vector<FileType>& file_types() {
       {"Q6_K", kQ6_K, DType::Q6_K},
       {"IQ4_NL", kIQ4_NL, DType::IQ4_NL},
       {"IQ4_XS", kIQ4_XS, DType::IQ4_XS},
+      {"IQ2_XXS", kIQ2_XXS, DType::IQ2_XXS},
+      {"IQ2_XS", kIQ2_XS, DType::IQ2_XS},
+      {"IQ2_S", kIQ2_S, DType::IQ2_XS},
+      {"IQ2_M", kIQ2_M, DType::IQ2_S},
+      {"IQ3_XXS", kIQ3_XXS, DType::IQ3_XXS},
+      {"IQ3_XS", kIQ3_XS, DType::IQ3_S},
+      {"IQ3_S", kIQ3_S, DType::IQ3_S},
+      {"IQ3_M", kIQ3_M, DType::IQ3_S},
+      {"IQ1_S", kIQ1_S, DType::IQ1_S},
+      {"IQ1_M", kIQ1_M, DType::IQ1_M},
       {"F16", kF16, DType::F16},
       {"BF16", kBF16, DType::BF16},
       {"F32", kAllF32, DType::F32},
@@ -375,12 +636,10 @@ const FileType& file_type(std::string_view name) {
 
 DType tensor_type(std::string_view name) {
   for (DType t : kAllDTypes)
-    if (t != DType::Q8_K && t != DType::I32 && !is_grid_iquant(t) && equal_nocase(tessera::name(t), name))
-      return t;
+    if (t != DType::Q8_K && t != DType::I32 && equal_nocase(tessera::name(t), name)) return t;
   raise(ErrorCode::InvalidArgument,
         "unknown tensor type '{}' (one of: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k "
-        "iq4_nl "
-        "iq4_xs mxfp4)",
+        "iq4_nl iq4_xs mxfp4 iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m)",
         name);
 }
 
@@ -393,7 +652,8 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
     const int la = block_of(a->name), lb = block_of(b->name);
     return la != lb ? la < lb : a->name < b->name;
   });
-  TypeChooser chooser(facts, options, ft.ftype);
+  const bool has_imatrix = !options.imatrix.empty();
+  TypeChooser chooser(facts, options, ft.ftype, has_imatrix);
   std::vector<TensorPlan> plan;
   for (const gguf::TensorInfo* t : order) {
     TensorPlan p{t->name, t->ne, t->type_id, t->type_id};
@@ -409,6 +669,11 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
         to = *options.output_type;
         check_fits(p, to, "--output-type");
       }
+      if (!has_imatrix && p.from_type_id != traits(to).gguf_id && requires_imatrix(t->name, to))
+        raise(ErrorCode::InvalidArgument,
+              "{}: tensor {} would be {}, which llama-quantize writes only with an importance matrix: "
+              "give one (--imatrix FILE, e.g. from llama-imatrix)",
+              ft.name, t->name, name(to));
       p.to_type_id = traits(to).gguf_id;
       if (p.converted()) {
         const bool floating =
@@ -437,6 +702,37 @@ void quantize_model(const std::string& in, const std::string& out, const Quantiz
     raise(ErrorCode::Unsupported, "{} is one part of a split model: merge it first", in);
   const std::vector<TensorPlan> plan = plan_quantization(file, options);
 
+  // The importance of each converted tensor, checked before anything is written.
+  std::optional<ImportanceMatrix> imatrix;
+  std::vector<const std::vector<float>*> importance(plan.size(), nullptr);
+  if (!options.imatrix.empty()) {
+    imatrix = read_imatrix(options.imatrix);
+    for (const auto& [name, values] : imatrix->values)
+      if (file.find_tensor(name) == nullptr)
+        raise(ErrorCode::InvalidArgument, "importance matrix {}: tensor {} is not in {} (a matrix for another model?)",
+              options.imatrix, name, in);
+  }
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const TensorPlan& p = plan[i];
+    if (!p.converted()) continue;
+    const DType to = *dtype_from_gguf(p.to_type_id);
+    if (imatrix) {
+      const auto it = imatrix->values.find(p.name);
+      if (it != imatrix->values.end()) {
+        const int64_t want = p.ne[0] * p.ne[2];
+        if (static_cast<int64_t>(it->second.size()) == want)
+          importance[i] = &it->second;
+        else if (p.name != "token_embd.weight" && p.name != "per_layer_token_embd.weight")  // llama-quantize ignores those
+          raise(ErrorCode::InvalidArgument,
+                "importance matrix {}: {} values for tensor {}, which has {} columns x {} matrices", options.imatrix,
+                it->second.size(), p.name, p.ne[0], p.ne[2]);
+      }
+    }
+    if (importance[i] == nullptr && (requires_imatrix(p.name, to) || grid_iquant_needs_importance(to)))
+      raise(ErrorCode::InvalidArgument, "tensor {} would be {}, which needs an importance matrix{}", p.name,
+            tessera::name(to), imatrix ? fmt::format(", and {} has none for it", options.imatrix) : std::string(": give one (--imatrix FILE)"));
+  }
+
   gguf::Writer w;
   // Keys in the input's order, the two llama-quantize sets last (it removes and appends them).
   for (const auto& [key, value] : file.kvs()) {
@@ -454,9 +750,10 @@ void quantize_model(const std::string& in, const std::string& out, const Quantiz
     const TensorPlan& p = plan[i];
     const gguf::TensorInfo& src = *file.find_tensor(p.name);
     const std::byte* data = file.tensor_data(src);
-    auto produce = [&file, &src, &p, data, threads, &progress, i, n = plan.size()](std::span<std::byte> dst) {
+    auto produce = [&file, &src, &p, data, threads, &progress, i, n = plan.size(),
+                    w = importance[i]](std::span<std::byte> dst) {
       if (p.converted())
-        convert_tensor(src, data, *dtype_from_gguf(p.to_type_id), dst, threads);
+        convert_tensor(src, data, *dtype_from_gguf(p.to_type_id), dst, threads, w);
       else
         std::memcpy(dst.data(), data, dst.size());
       file.release_pages(data, src.nbytes);

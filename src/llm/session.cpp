@@ -10,6 +10,7 @@
 
 #include "arch/architecture.h"
 #include "core/check.h"
+#include "tessera/ops.h"
 
 namespace tessera::llm {
 namespace {
@@ -138,6 +139,27 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
 
   Tensor* logits = arch_.build(b);
   graph.expand(logits);
+  // With an observer, each weight product's f32 input (made contiguous) and expert ids are outputs too.
+  struct Observed {
+    const Tensor* product;
+    Tensor* x;
+    Tensor* ids;
+  };
+  std::vector<Observed> observed;
+  if (mat_mul_observer_) {
+    const std::vector<Tensor*> nodes = graph.nodes();
+    for (Tensor* t : nodes) {
+      if ((t->op != Op::MulMat && t->op != Op::MulMatId) || (t->src[0]->flags & kFlagWeight) == 0) continue;
+      Tensor* x = t->src[1];
+      if (x->type != DType::F32) continue;  // (llama-imatrix, too, reads only f32 inputs)
+      if (!x->is_contiguous()) x = ops::cont(ctx, x);
+      Tensor* ids = t->op == Op::MulMatId ? t->src[2] : nullptr;
+      if (ids != nullptr && !ids->is_contiguous()) ids = ops::cont(ctx, ids);
+      graph.expand(x);
+      if (ids != nullptr) graph.expand(ids);
+      observed.push_back({t, x, ids});
+    }
+  }
 
   std::vector<Tensor*> inputs{b.tokens, b.positions};
   if (b.out_ids != nullptr) inputs.push_back(b.out_ids);
@@ -159,6 +181,23 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
   compute(graph);
   last_shapes_.clear();
   for (const Tensor* t : graph.nodes()) last_shapes_.emplace_back(t->op, t->ne);
+  std::vector<float> xs;
+  std::vector<int32_t> ids;
+  for (const Observed& o : observed) {
+    MatMulInput in;
+    in.weight = o.product->src[0];
+    in.ne = o.x->ne;
+    xs.resize(static_cast<size_t>(o.x->nelements()));
+    tensor_get(scheduler_->result(*o.x), xs.data(), 0, xs.size() * sizeof(float));
+    in.x = xs.data();
+    if (o.ids != nullptr) {
+      ids.resize(static_cast<size_t>(o.ids->nelements()));
+      tensor_get(scheduler_->result(*o.ids), ids.data(), 0, ids.size() * sizeof(int32_t));
+      in.ids = ids.data();
+      in.ids_ne = {o.ids->ne[0], o.ids->ne[1]};
+    }
+    mat_mul_observer_(in);
+  }
   out.clear();
   if (!wants_logits) return;
   out.resize(static_cast<size_t>(logits->nelements()));

@@ -98,7 +98,7 @@ TEST(Quantize, FileTypesAndNames) {
   EXPECT_EQ(llm::file_type("F32").ftype, 0u);
   EXPECT_EQ(llm::file_type("q2_k").base, DType::Q2_K);
   EXPECT_THROW(llm::file_type("q4_k_x"), Error);
-  EXPECT_THROW(llm::file_type("iq2_xxs"), Error);
+  EXPECT_THROW(llm::file_type("iq2_xxxs"), Error);
   EXPECT_EQ(llm::tensor_type("Q6_K"), DType::Q6_K);
   EXPECT_EQ(llm::tensor_type("iq4_nl"), DType::IQ4_NL);
   EXPECT_THROW(llm::tensor_type("q8_k"), Error);

@@ -17,5 +17,6 @@ void add_test_ops(CLI::App& app);
 void add_chat_template(CLI::App& app);
 void add_quantize(CLI::App& app);
 void add_perplexity(CLI::App& app);
+void add_imatrix(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_chat_template(app);
   tessera::cli::add_quantize(app);
   tessera::cli::add_perplexity(app);
+  tessera::cli::add_imatrix(app);
   // llama.cpp spells flags "-ngl", "-cnv", "-sys", "-np", "-fa", "-sm", "-ts"; CLI11 takes single-dash names
   // of one letter only.
   std::vector<std::string> args;

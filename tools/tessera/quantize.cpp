@@ -13,7 +13,7 @@ namespace tessera::cli {
 
 void add_quantize(CLI::App& app) {
   struct Args {
-    std::string in, out, type, output_type, token_embedding_type;
+    std::string in, out, type, output_type, token_embedding_type, imatrix;
     bool pure = false;
     int threads = 0;
   };
@@ -33,6 +33,9 @@ void add_quantize(CLI::App& app) {
                 "every quantizable tensor in the type (no per-tensor choices of the mixes)");
   cmd->add_option("--output-type", args->output_type, "type of output.weight (e.g. q8_0)");
   cmd->add_option("--token-embedding-type", args->token_embedding_type, "type of token_embd.weight");
+  cmd->add_option("--imatrix", args->imatrix,
+                  "importance matrix (llama-imatrix's GGUF or legacy .dat): weights every quantizer that takes "
+                  "one; IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS tensors need it");
   cmd->add_option("-t,--threads", args->threads, "threads (default: one per hardware thread)");
   cmd->callback([args] {
     llm::QuantizeOptions o;
@@ -42,6 +45,7 @@ void add_quantize(CLI::App& app) {
     if (!args->token_embedding_type.empty())
       o.token_embedding_type = llm::tensor_type(args->token_embedding_type);
     o.threads = args->threads;
+    o.imatrix = args->imatrix;
     const auto start = std::chrono::steady_clock::now();
     size_t total_in = 0, total_out = 0;
     auto type_name = [](uint32_t id) {

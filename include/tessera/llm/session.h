@@ -3,6 +3,7 @@
 // model architecture's graph builder, scheduled over the CPU and, when the model offloads, a device.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,6 +82,22 @@ class Session {
   // Every node of the last graph as "OP[ne0,ne1,ne2,ne3]": equal strings mean equal shapes.
   std::string last_graph_shapes() const;
 
+  // The input of one matrix multiplication by a model weight (MUL_MAT, or MUL_MAT_ID with the
+  // expert of each slot): x is b's values, contiguous f32 of shape ne; for MUL_MAT_ID ids holds
+  // the experts, contiguous int32 of shape ids_ne (null for MUL_MAT). Valid during the call only.
+  struct MatMulInput {
+    const Tensor* weight = nullptr;
+    const float* x = nullptr;
+    std::array<int64_t, 4> ne{1, 1, 1, 1};
+    const int32_t* ids = nullptr;
+    std::array<int64_t, 2> ids_ne{1, 1};
+  };
+  using MatMulObserver = std::function<void(const MatMulInput&)>;
+  // While set, every decode also reads back the input of each product by a weight (they become
+  // graph outputs) and passes it to `observer` after the graph ran, in graph order (what
+  // llama-imatrix collects; llm/imatrix.h). An empty function turns it off.
+  void set_mat_mul_observer(MatMulObserver observer) { mat_mul_observer_ = std::move(observer); }
+
  private:
   void validate(const Batch& batch) const;
   void eval(const Batch& batch, size_t start, size_t n, std::vector<float>& out);
@@ -99,6 +116,7 @@ class Session {
   std::unique_ptr<Buffer> input_buffer_;
   std::vector<float> logits_;
   std::vector<std::pair<Op, std::array<int64_t, 4>>> last_shapes_;
+  MatMulObserver mat_mul_observer_;
 };
 
 }  // namespace tessera::llm
