@@ -165,9 +165,11 @@ TEST(Imatrix, ExpertsCountTheRowsRoutedToThem) {
     EXPECT_EQ(s.sums.size(), static_cast<size_t>(t->ne[0] * t->ne[2]));
     // Each token goes to two of the eight experts.
     EXPECT_EQ(std::accumulate(s.counts.begin(), s.counts.end(), 0.0), 2.0 * 2 * 64);
-    for (size_t e = 0; e < s.counts.size(); ++e)
-      if (s.counts[e] == 0)
+    for (size_t e = 0; e < s.counts.size(); ++e) {
+      if (s.counts[e] == 0) {
         for (int64_t j = 0; j < s.ne0; ++j) EXPECT_EQ(s.sums[e * s.ne0 + j], 0.0f);
+      }
+    }
   }
   // The router sees every token once.
   EXPECT_EQ(r.stats.at("blk.0.ffn_gate_inp.weight").counts, std::vector<float>{128});
