@@ -9,7 +9,6 @@
 #include "tessera/quant.h"
 
 namespace tessera::ref {
-namespace {
 
 // The searches below are ggml's (make_qkx2_quants, make_q3_quants, make_qx_quants), operation for
 // operation in float: a reordered sum or a fused multiply-add would move a tie and change a byte.
@@ -80,6 +79,8 @@ float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t
   the_min = -lo;
   return scale;
 }
+
+namespace {
 
 // The element of largest magnitude, with its sign; the first one wins ties.
 float signed_max(int n, const float* x, float& amax) noexcept {

@@ -24,4 +24,10 @@ inline int nearest_int(float x) noexcept {
 // and the passes read it back so): the quirk is part of the bits.
 float fit_positive_levels(int n, int nmax, const float* x, const float* w, uint8_t* L) noexcept;
 
+// ggml's make_qkx2_quants (and, with squared error, make_qkx3_quants): asymmetric levels L in
+// [0, nmax] with a minimum, under weights w, the best of nstep + 1 inverse scales; returns the scale,
+// the_min receives -min (quant_k.cpp).
+float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float& the_min,
+                        float rmin, float rdelta, int nstep, bool use_mad) noexcept;
+
 }  // namespace tessera::ref

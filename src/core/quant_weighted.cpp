@@ -121,72 +121,6 @@ float fit_symmetric_weighted(int n, int nmax, const float* x, const float* w, in
   return scale;
 }
 
-// Asymmetric levels in [0, nmax] with a minimum, under weights w: the levels over [min, max], then
-// the best of nstep + 1 inverse scales (rmin + rdelta k + nmax) / (max - min), each with its
-// weighted least-squares scale and minimum (ggml's make_qkx3_quants, squared error). the_min
-// receives -min.
-float fit_scale_and_min_weighted(int n, int nmax, const float* x, const float* w, uint8_t* L, float& the_min,
-                                 float rmin, float rdelta, int nstep) noexcept {
-  float min = x[0], max = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (min > 0) min = 0;
-  if (max <= min) {
-    std::memset(L, 0, static_cast<size_t>(n));
-    the_min = -min;
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1 / iscale;
-  float best_mad = 0;
-  for (int i = 0; i < n; ++i) {
-    L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - min)))));
-    const float diff = scale * L[i] + min - x[i];
-    best_mad += w[i] * (diff * diff);
-  }
-  uint8_t aux[32];
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - min))));
-      aux[i] = static_cast<uint8_t>(l);
-      const float fl = static_cast<float>(l);
-      sum_l += w[i] * fl;
-      sum_l2 += w[i] * fl * fl;
-      sum_xl += w[i] * fl * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0) {
-        this_min = 0;
-        this_scale = sum_xl / sum_l2;
-      }
-      float mad = 0;
-      for (int i = 0; i < n; ++i) {
-        const float diff = this_scale * aux[i] + this_min - x[i];
-        mad += w[i] * (diff * diff);
-      }
-      if (mad < best_mad) {
-        std::memcpy(L, aux, static_cast<size_t>(n));
-        best_mad = mad;
-        scale = this_scale;
-        min = this_min;
-      }
-    }
-  }
-  the_min = -min;
-  return scale;
-}
-
 float sum_squares(const float* x, int64_t n) noexcept {
   float s = 0;
   for (int64_t i = 0; i < n; ++i) s += x[i] * x[i];
@@ -215,7 +149,7 @@ void q2_k_block(const float* x, const float* importance, BlockQ2_K& y) noexcept 
   const float sigma2 = sum_squares(x, kSuperBlock) / kSuperBlock;
   for (int j = 0; j < 16; ++j) {
     sw[j] = importance_weights(x + 16 * j, importance + 16 * j, sigma2, 16, w);
-    scales[j] = fit_scale_and_min_weighted(16, 3, x + 16 * j, w, L + 16 * j, mins[j], -0.9f, 0.05f, 36);
+    scales[j] = fit_scale_and_min(16, 3, x + 16 * j, w, L + 16 * j, mins[j], -0.9f, 0.05f, 36, false);
   }
   y.d = fp32_to_fp16(fit_positive_levels(16, 15, scales, sw, Ls));
   y.dmin = fp32_to_fp16(fit_positive_levels(16, 15, mins, sw, Lm));
@@ -281,7 +215,7 @@ void q45_k_block(const float* x, const float* importance, Block& y, int nmax, ui
   const float sigma2 = 2 * sum_squares(x, kSuperBlock) / kSuperBlock;
   for (int j = 0; j < 8; ++j) {
     sw[j] = importance_weights(x + 32 * j, importance + 32 * j, sigma2, 32, w);
-    scales[j] = fit_scale_and_min_weighted(32, nmax, x + 32 * j, w, L + 32 * j, mins[j], -0.9f, 0.05f, 36);
+    scales[j] = fit_scale_and_min(32, nmax, x + 32 * j, w, L + 32 * j, mins[j], -0.9f, 0.05f, 36, false);
   }
   const float d_block = fit_positive_levels(8, 63, scales, sw, Ls);
   const float m_block = fit_positive_levels(8, 63, mins, sw, Lm);
@@ -442,7 +376,7 @@ bool quantize_row_weighted(DType type, const float* src, void* dst, int64_t n, c
       legacy_row(src, static_cast<BlockQ4_1*>(dst), n, importance, [](const float* x, const float* w, BlockQ4_1& y) {
         uint8_t L[32];
         float min;
-        y.d = fp32_to_fp16(fit_scale_and_min_weighted(32, 15, x, w, L, min, -0.9f, 0.05f, 36));
+        y.d = fp32_to_fp16(fit_scale_and_min(32, 15, x, w, L, min, -0.9f, 0.05f, 36, false));
         y.m = fp32_to_fp16(-min);
         for (int j = 0; j < 16; ++j) y.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
       });
@@ -451,7 +385,7 @@ bool quantize_row_weighted(DType type, const float* src, void* dst, int64_t n, c
       legacy_row(src, static_cast<BlockQ5_1*>(dst), n, importance, [](const float* x, const float* w, BlockQ5_1& y) {
         uint8_t L[32];
         float min;
-        y.d = fp32_to_fp16(fit_scale_and_min_weighted(32, 31, x, w, L, min, -0.9f, 0.05f, 36));
+        y.d = fp32_to_fp16(fit_scale_and_min(32, 31, x, w, L, min, -0.9f, 0.05f, 36, false));
         y.m = fp32_to_fp16(-min);
         pack_five_bit(L, y.qs, y.qh);
       });
