@@ -500,47 +500,51 @@ void quantize_row_q5_k(const float* src, BlockQ5_K* dst, int64_t n) noexcept {
   }
 }
 
+// Q6_K's block from its groups' fitted scales: int8 scales against the largest one (which lands on
+// -128), every element requantized with its group's rounded scale, L packed into ql/qh.
+void q6_k_from_group_scales(const float* x, const float* scales, int8_t* L, BlockQ6_K& y) noexcept {
+  float max_abs = 0, max_scale = 0;
+  for (int g = 0; g < 16; ++g) {
+    if (std::fabs(scales[g]) > max_abs) {
+      max_abs = std::fabs(scales[g]);
+      max_scale = scales[g];
+    }
+  }
+  if (max_abs < kGroupMaxEps) {
+    y = BlockQ6_K{};
+    return;
+  }
+  const float iscale = -128.f / max_scale;
+  y.d = fp32_to_fp16(1 / iscale);
+  for (int g = 0; g < 16; ++g)
+    y.scales[g] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[g])));
+  for (int g = 0; g < 16; ++g) {
+    const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[g]);
+    if (d == 0) continue;
+    for (int l = 0; l < 16; ++l)
+      L[16 * g + l] = static_cast<int8_t>(std::clamp(nearest_int(x[16 * g + l] / d), -32, 31) + 32);
+  }
+  // Each half of 128: element l + 32k's low nibble goes to nibble k / 2 of ql[l + 32 (k % 2)],
+  // its top two bits to bits 2k..2k+1 of qh[l].
+  for (int half = 0; half < 2; ++half) {
+    const int8_t* l8 = L + 128 * half;
+    uint8_t* ql = y.ql + 64 * half;
+    uint8_t* qh = y.qh + 32 * half;
+    for (int l = 0; l < 32; ++l) {
+      const int q0 = l8[l], q1 = l8[l + 32], q2 = l8[l + 64], q3 = l8[l + 96];
+      ql[l] = static_cast<uint8_t>((q0 & 0x0f) | ((q2 & 0x0f) << 4));
+      ql[l + 32] = static_cast<uint8_t>((q1 & 0x0f) | ((q3 & 0x0f) << 4));
+      qh[l] = static_cast<uint8_t>((q0 >> 4) | ((q1 >> 4) << 2) | ((q2 >> 4) << 4) | ((q3 >> 4) << 6));
+    }
+  }
+}
+
 void quantize_row_q6_k(const float* src, BlockQ6_K* dst, int64_t n) noexcept {
   for (int64_t b = 0; b < n / kSuperBlock; ++b, src += kSuperBlock) {
-    BlockQ6_K& y = dst[b];
     int8_t L[256];
     float scales[16];
-    float max_abs = 0, max_scale = 0;
-    for (int g = 0; g < 16; ++g) {
-      scales[g] = fit_symmetric_scale(16, 32, src + 16 * g, L + 16 * g);
-      if (std::fabs(scales[g]) > max_abs) {
-        max_abs = std::fabs(scales[g]);
-        max_scale = scales[g];
-      }
-    }
-    if (max_abs < kGroupMaxEps) {
-      y = BlockQ6_K{};
-      continue;
-    }
-    // int8 scales against the largest one, which lands on -128.
-    const float iscale = -128.f / max_scale;
-    y.d = fp32_to_fp16(1 / iscale);
-    for (int g = 0; g < 16; ++g)
-      y.scales[g] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[g])));
-    for (int g = 0; g < 16; ++g) {
-      const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[g]);
-      if (d == 0) continue;
-      for (int l = 0; l < 16; ++l)
-        L[16 * g + l] = static_cast<int8_t>(std::clamp(nearest_int(src[16 * g + l] / d), -32, 31) + 32);
-    }
-    // Each half of 128: element l + 32k's low nibble goes to nibble k / 2 of ql[l + 32 (k % 2)],
-    // its top two bits to bits 2k..2k+1 of qh[l].
-    for (int half = 0; half < 2; ++half) {
-      const int8_t* l8 = L + 128 * half;
-      uint8_t* ql = y.ql + 64 * half;
-      uint8_t* qh = y.qh + 32 * half;
-      for (int l = 0; l < 32; ++l) {
-        const int q0 = l8[l], q1 = l8[l + 32], q2 = l8[l + 64], q3 = l8[l + 96];
-        ql[l] = static_cast<uint8_t>((q0 & 0x0f) | ((q2 & 0x0f) << 4));
-        ql[l + 32] = static_cast<uint8_t>((q1 & 0x0f) | ((q3 & 0x0f) << 4));
-        qh[l] = static_cast<uint8_t>((q0 >> 4) | ((q1 >> 4) << 2) | ((q2 >> 4) << 4) | ((q3 >> 4) << 6));
-      }
-    }
+    for (int g = 0; g < 16; ++g) scales[g] = fit_symmetric_scale(16, 32, src + 16 * g, L + 16 * g);
+    q6_k_from_group_scales(src, scales, L, dst[b]);
   }
 }
 

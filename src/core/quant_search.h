@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tessera/blocks.h"
+
 namespace tessera::ref {
 
 // Below this largest magnitude a group counts as all zero (ggml's GROUP_MAX_EPS).
@@ -29,5 +31,9 @@ float fit_positive_levels(int n, int nmax, const float* x, const float* w, uint8
 // the_min receives -min (quant_k.cpp).
 float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float& the_min,
                         float rmin, float rdelta, int nstep, bool use_mad) noexcept;
+
+// Q6_K's block from its 16 groups' fitted scales and levels (L is overwritten with the final
+// levels): ggml's int8 scale rounding and requantization, then the packing (quant_k.cpp).
+void q6_k_from_group_scales(const float* x, const float* scales, int8_t* L, BlockQ6_K& y) noexcept;
 
 }  // namespace tessera::ref

@@ -243,7 +243,8 @@ void q45_k_block(const float* x, const float* importance, Block& y, int nmax, ui
     if (d == 0) continue;
     const float dm = fp16_to_fp32(y.dmin) * static_cast<float>(m);
     for (int i = 0; i < 32; ++i)
-      L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + i] + dm) / d))));
+      L[32 * j + i] =
+          static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + i] + dm) / d))));
   }
 }
 
@@ -251,7 +252,8 @@ void q4_k_block(const float* x, const float* importance, BlockQ4_K& y) noexcept 
   uint8_t L[256];
   q45_k_block(x, importance, y, 15, L);
   for (int i = 0; i < 4; ++i)
-    for (int l = 0; l < 32; ++l) y.qs[32 * i + l] = static_cast<uint8_t>(L[64 * i + l] | (L[64 * i + l + 32] << 4));
+    for (int l = 0; l < 32; ++l)
+      y.qs[32 * i + l] = static_cast<uint8_t>(L[64 * i + l] | (L[64 * i + l + 32] << 4));
 }
 
 void q5_k_block(const float* x, const float* importance, BlockQ5_K& y) noexcept {
@@ -277,39 +279,10 @@ void q5_k_block(const float* x, const float* importance, BlockQ5_K& y) noexcept 
 void q6_k_block(const float* x, const float* importance, BlockQ6_K& y) noexcept {
   int8_t L[256];
   float scales[16];
-  float max_abs = 0, max_scale = 0;
-  for (int g = 0; g < 16; ++g) {
-    // The importance alone weighs Q6_K's groups (ggml leaves sigma out here).
+  // The importance alone weighs Q6_K's groups (ggml leaves sigma out here).
+  for (int g = 0; g < 16; ++g)
     scales[g] = fit_symmetric_weighted(16, 32, x + 16 * g, importance + 16 * g, L + 16 * g);
-    if (std::fabs(scales[g]) > max_abs) {
-      max_abs = std::fabs(scales[g]);
-      max_scale = scales[g];
-    }
-  }
-  if (max_abs < kGroupMaxEps) {
-    y = BlockQ6_K{};
-    return;
-  }
-  const float iscale = -128.f / max_scale;
-  y.d = fp32_to_fp16(1 / iscale);
-  for (int g = 0; g < 16; ++g) y.scales[g] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[g])));
-  for (int g = 0; g < 16; ++g) {
-    const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[g]);
-    if (d == 0) continue;
-    for (int l = 0; l < 16; ++l)
-      L[16 * g + l] = static_cast<int8_t>(std::max(-32, std::min(31, nearest_int(x[16 * g + l] / d))) + 32);
-  }
-  for (int half = 0; half < 2; ++half) {
-    const int8_t* l8 = L + 128 * half;
-    uint8_t* ql = y.ql + 64 * half;
-    uint8_t* qh = y.qh + 32 * half;
-    for (int l = 0; l < 32; ++l) {
-      const int q0 = l8[l], q1 = l8[l + 32], q2 = l8[l + 64], q3 = l8[l + 96];
-      ql[l] = static_cast<uint8_t>((q0 & 0x0f) | ((q2 & 0x0f) << 4));
-      ql[l + 32] = static_cast<uint8_t>((q1 & 0x0f) | ((q3 & 0x0f) << 4));
-      qh[l] = static_cast<uint8_t>((q0 >> 4) | ((q1 >> 4) << 2) | ((q2 >> 4) << 4) | ((q3 >> 4) << 6));
-    }
-  }
+  q6_k_from_group_scales(x, scales, L, y);
 }
 
 template <class Block, class Fn>
@@ -341,7 +314,8 @@ void pack_five_bit(const uint8_t* L, uint8_t qs[16], uint8_t qh_bytes[4]) noexce
 
 }  // namespace
 
-bool quantize_row_weighted(DType type, const float* src, void* dst, int64_t n, const float* importance) noexcept {
+bool quantize_row_weighted(DType type, const float* src, void* dst, int64_t n,
+                           const float* importance) noexcept {
   switch (type) {
     case DType::Q2_K:
       super_block_row(src, static_cast<BlockQ2_K*>(dst), n, importance, q2_k_block);
@@ -359,36 +333,40 @@ bool quantize_row_weighted(DType type, const float* src, void* dst, int64_t n, c
       super_block_row(src, static_cast<BlockQ6_K*>(dst), n, importance, q6_k_block);
       return true;
     case DType::Q4_0:
-      legacy_row(src, static_cast<BlockQ4_0*>(dst), n, importance, [](const float* x, const float* w, BlockQ4_0& y) {
-        int8_t L[32];
-        y.d = fp32_to_fp16(fit_symmetric_weighted(32, 8, x, w, L));
-        for (int j = 0; j < 16; ++j) y.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
-      });
+      legacy_row(src, static_cast<BlockQ4_0*>(dst), n, importance,
+                 [](const float* x, const float* w, BlockQ4_0& y) {
+                   int8_t L[32];
+                   y.d = fp32_to_fp16(fit_symmetric_weighted(32, 8, x, w, L));
+                   for (int j = 0; j < 16; ++j) y.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+                 });
       return true;
     case DType::Q5_0:
-      legacy_row(src, static_cast<BlockQ5_0*>(dst), n, importance, [](const float* x, const float* w, BlockQ5_0& y) {
-        int8_t L[32];
-        y.d = fp32_to_fp16(fit_symmetric_weighted(32, 16, x, w, L));
-        pack_five_bit(reinterpret_cast<const uint8_t*>(L), y.qs, y.qh);
-      });
+      legacy_row(src, static_cast<BlockQ5_0*>(dst), n, importance,
+                 [](const float* x, const float* w, BlockQ5_0& y) {
+                   int8_t L[32];
+                   y.d = fp32_to_fp16(fit_symmetric_weighted(32, 16, x, w, L));
+                   pack_five_bit(reinterpret_cast<const uint8_t*>(L), y.qs, y.qh);
+                 });
       return true;
     case DType::Q4_1:
-      legacy_row(src, static_cast<BlockQ4_1*>(dst), n, importance, [](const float* x, const float* w, BlockQ4_1& y) {
-        uint8_t L[32];
-        float min;
-        y.d = fp32_to_fp16(fit_scale_and_min(32, 15, x, w, L, min, -0.9f, 0.05f, 36, false));
-        y.m = fp32_to_fp16(-min);
-        for (int j = 0; j < 16; ++j) y.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
-      });
+      legacy_row(src, static_cast<BlockQ4_1*>(dst), n, importance,
+                 [](const float* x, const float* w, BlockQ4_1& y) {
+                   uint8_t L[32];
+                   float min;
+                   y.d = fp32_to_fp16(fit_scale_and_min(32, 15, x, w, L, min, -0.9f, 0.05f, 36, false));
+                   y.m = fp32_to_fp16(-min);
+                   for (int j = 0; j < 16; ++j) y.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+                 });
       return true;
     case DType::Q5_1:
-      legacy_row(src, static_cast<BlockQ5_1*>(dst), n, importance, [](const float* x, const float* w, BlockQ5_1& y) {
-        uint8_t L[32];
-        float min;
-        y.d = fp32_to_fp16(fit_scale_and_min(32, 31, x, w, L, min, -0.9f, 0.05f, 36, false));
-        y.m = fp32_to_fp16(-min);
-        pack_five_bit(L, y.qs, y.qh);
-      });
+      legacy_row(src, static_cast<BlockQ5_1*>(dst), n, importance,
+                 [](const float* x, const float* w, BlockQ5_1& y) {
+                   uint8_t L[32];
+                   float min;
+                   y.d = fp32_to_fp16(fit_scale_and_min(32, 31, x, w, L, min, -0.9f, 0.05f, 36, false));
+                   y.m = fp32_to_fp16(-min);
+                   pack_five_bit(L, y.qs, y.qh);
+                 });
       return true;
     case DType::IQ4_NL:
       quantize_row_iq4_nl_searched(src, static_cast<BlockIQ4_NL*>(dst), n, importance);
