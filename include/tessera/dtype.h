@@ -38,11 +38,10 @@ enum class DType : uint8_t {
 };
 inline constexpr int kDTypeCount = 25;
 inline constexpr DType kAllDTypes[kDTypeCount] = {
-    DType::F32,    DType::F16,   DType::BF16,    DType::Q4_0,   DType::Q8_0,   DType::I32,
-    DType::Q4_1,   DType::Q5_0,  DType::Q5_1,    DType::Q2_K,   DType::Q3_K,   DType::Q4_K,
-    DType::Q5_K,   DType::Q6_K,  DType::Q8_K,    DType::IQ4_NL, DType::IQ4_XS, DType::IQ2_XXS,
-    DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_S,  DType::IQ1_M,
-    DType::MXFP4};
+    DType::F32,   DType::F16,    DType::BF16,   DType::Q4_0,    DType::Q8_0,   DType::I32,   DType::Q4_1,
+    DType::Q5_0,  DType::Q5_1,   DType::Q2_K,   DType::Q3_K,    DType::Q4_K,   DType::Q5_K,  DType::Q6_K,
+    DType::Q8_K,  DType::IQ4_NL, DType::IQ4_XS, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+    DType::IQ3_S, DType::IQ1_S,  DType::IQ1_M,  DType::MXFP4};
 
 struct DTypeTraits {
   std::string_view name;  // "f32", "q4_0", ... (ggml's spelling)

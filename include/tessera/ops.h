@@ -94,12 +94,12 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 
 // K/V heads are shared by groups of H / H_kv query heads. A row whose every s is -inf gives zeros.
 // With F16 k/v, q and softmax(s) are rounded to f16 before they multiply k and v (the composed ops
 // under MUL_MAT's rule for F16 weights, as llama.cpp computes attention without flash attention);
-// online_softmax keeps them in f32 and so agrees to that rounding. How it is computed is the backend's choice: the CPU runs the composed ops' kernels per group of
-// query rows where V is the KV cache's transposed view (over only the span of cells the group's
-// mask rows leave visible: a cell whose s is -inf weighs exactly 0), else its online softmax, which
-// online_softmax asks for always; the scheduler runs it as MUL_MAT, SOFT_MAX, MUL_MAT on a device
-// that lacks it (docs/ARCHITECTURE.md, "CPU attention").
-// sinks: optional F32 [H], one logit per query head that joins every row's softmax denominator
+// online_softmax keeps them in f32 and so agrees to that rounding. How it is computed is the backend's
+// choice: the CPU runs the composed ops' kernels per group of query rows where V is the KV cache's transposed
+// view (over only the span of cells the group's mask rows leave visible: a cell whose s is -inf weighs
+// exactly 0), else its online softmax, which online_softmax asks for always; the scheduler runs it as
+// MUL_MAT, SOFT_MAX, MUL_MAT on a device that lacks it (docs/ARCHITECTURE.md, "CPU attention"). sinks:
+// optional F32 [H], one logit per query head that joins every row's softmax denominator
 // (ggml_flash_attn_ext_add_sinks; gpt-oss) and attends to nothing.
 Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
                        float max_bias = 0.0f, float softcap = 0.0f, bool online_softmax = false,

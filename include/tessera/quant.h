@@ -61,12 +61,14 @@ void quantize_row_iq4_nl(const float* src, BlockIQ4_NL* dst, int64_t n) noexcept
 void quantize_row_iq4_nl_searched(const float* src, BlockIQ4_NL* dst, int64_t n,
                                   const float* importance = nullptr) noexcept;
 // IQ4_XS (searched as IQ4_NL's file path, per group of 32, then 6-bit group scales).
-void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n, const float* importance = nullptr) noexcept;
+void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n,
+                         const float* importance = nullptr) noexcept;
 // What llama-quantize writes with an importance matrix (importance: n weights, one per element of
 // the row) for Q4_0, Q4_1, Q5_0, Q5_1, the K-quants and IQ4 (ggml's quantize_row_*_impl): scale
 // searches under weights importance * sqrt(sigma^2 + x^2). Returns false, writing nothing, for
 // any other type.
-bool quantize_row_weighted(DType type, const float* src, void* dst, int64_t n, const float* importance) noexcept;
+bool quantize_row_weighted(DType type, const float* src, void* dst, int64_t n,
+                           const float* importance) noexcept;
 // MXFP4: e from the block's largest magnitude (floor(log2 amax) - 2 + 127), then each element's
 // nearest code (the first on ties), as ggml's quantize_row_mxfp4_ref (CPY and llama-quantize alike).
 void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n) noexcept;

@@ -15,10 +15,11 @@ constexpr DType F32 = DType::F32, F16 = DType::F16, BF16 = DType::BF16, Q4_0 = D
 // type inside MUL_MAT, so no op takes it.
 const TypeSet kGridIQuants{DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
                            DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M};
-const TypeSet kWeights = TypeSet{F32,         F16,         BF16,        Q4_0,          Q8_0,
-                                 DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
-                                 DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}
-                             .with(kGridIQuants);
+const TypeSet kWeights =
+    TypeSet{F32,         F16,           BF16,          Q4_0,        Q8_0,        DType::Q4_1,
+            DType::Q5_0, DType::Q5_1,   DType::Q2_K,   DType::Q3_K, DType::Q4_K, DType::Q5_K,
+            DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}
+        .with(kGridIQuants);
 const TypeSet kAll = kWeights.with(I32);
 const TypeSet kFloats{F32, F16};                  // F32 and F16
 const TypeSet kUnquantized{F32, F16, BF16, I32};  // element types (no blocks)

@@ -101,13 +101,15 @@ void quantize_iq4_nl_block(const float* x, const float* importance, BlockIQ4_NL&
 }  // namespace
 
 void quantize_row_iq4_nl(const float* src, BlockIQ4_NL* dst, int64_t n) noexcept {
-  for (int64_t b = 0; b < n / kQuantBlock; ++b) quantize_iq4_nl_block(src + b * kQuantBlock, nullptr, dst[b], -1);
+  for (int64_t b = 0; b < n / kQuantBlock; ++b)
+    quantize_iq4_nl_block(src + b * kQuantBlock, nullptr, dst[b], -1);
 }
 
-void quantize_row_iq4_nl_searched(const float* src, BlockIQ4_NL* dst, int64_t n, const float* importance) noexcept {
+void quantize_row_iq4_nl_searched(const float* src, BlockIQ4_NL* dst, int64_t n,
+                                  const float* importance) noexcept {
   for (int64_t b = 0; b < n / kQuantBlock; ++b)
-    quantize_iq4_nl_block(src + b * kQuantBlock, importance != nullptr ? importance + b * kQuantBlock : nullptr,
-                          dst[b], 7);
+    quantize_iq4_nl_block(src + b * kQuantBlock,
+                          importance != nullptr ? importance + b * kQuantBlock : nullptr, dst[b], 7);
 }
 
 void quantize_row_iq4_xs(const float* src, BlockIQ4_XS* dst, int64_t n, const float* importance) noexcept {

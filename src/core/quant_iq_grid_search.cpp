@@ -63,7 +63,8 @@ GridSearch build_search(const Word* grid, int size, int dims, int bits, bool sig
   for (int i = 0; i < size; ++i) {
     int8_t levels[8];
     for (int k = 0; k < dims; ++k) {
-      const int l = static_cast<int>(std::lower_bound(values.begin(), values.end(), byte_of(i, k)) - values.begin());
+      const int l =
+          static_cast<int>(std::lower_bound(values.begin(), values.end(), byte_of(i, k)) - values.begin());
       levels[k] = static_cast<int8_t>(l);
       g.points[static_cast<size_t>(i) * dims + k] = static_cast<int8_t>(2 * l + 1);
     }
@@ -161,8 +162,8 @@ int best_neighbour(const GridSearch& g, uint32_t code, const float* x, const flo
 
 // The levels of x * id rounded (l = round((id x - 1) / 2), clamped to [0, max_level]); returns whether
 // they are a point, replacing them with the best neighbour at `scale` when they are not.
-bool round_to_grid(const GridSearch& g, const float* x, const float* waux, float id, float scale, int max_level,
-                   int8_t* L) noexcept {
+bool round_to_grid(const GridSearch& g, const float* x, const float* waux, float id, float scale,
+                   int max_level, int8_t* L) noexcept {
   for (int i = 0; i < g.dims; ++i) {
     const int l = nearest_int(0.5f * (id * x[i] - 1));
     L[i] = static_cast<int8_t>(std::max(0, std::min(max_level, l)));
@@ -209,8 +210,8 @@ float weighted_fit(int n, const float* x, const float* w, const int8_t* L, float
 // neighbour searches): trial inverse scales (2 max_q - 1 + k step) / denom, each rounded to the grid
 // and refitted by weighted least squares, the best kept; then the refit. L receives the levels (all
 // points of the grid), the scale is returned.
-float search_group(const GroupSearch& s, int n, const float* xval, const float* w, const float* waux, float denom,
-                   float scale, int8_t* L) noexcept {
+float search_group(const GroupSearch& s, int n, const float* xval, const float* w, const float* waux,
+                   float denom, float scale, int8_t* L) noexcept {
   const GridSearch& g = *s.grid;
   const int runs = n / g.dims;
   int8_t Laux[32];
@@ -269,7 +270,8 @@ float sum_squares(const float* x) noexcept {
 // Magnitudes of runs of 8 and their sign bytes. With `even_parity` (the formats that store seven
 // sign bits and derive the eighth) a run with an odd count of negatives flips the sign of its
 // element of least w x^2 instead, which then enters the search as a negative magnitude.
-void split_signs(const float* x, const float* w, int n, bool even_parity, float* xval, uint8_t* signs) noexcept {
+void split_signs(const float* x, const float* w, int n, bool even_parity, float* xval,
+                 uint8_t* signs) noexcept {
   for (int k = 0; k < n / 8; ++k) {
     int negatives = 0;
     uint8_t s = 0;
@@ -431,8 +433,7 @@ void quantize_iq3_xxs_block(const float* x, const float* importance, BlockIQ3_XX
     float w[32], waux[32], xval[32];
     uint8_t signs[4];
     int8_t L[32] = {};
-    group_weights(xb, importance, 32 * ib, sigma2, 32, w,
-                  [](float v) { return v * v; });
+    group_weights(xb, importance, 32 * ib, sigma2, 32, w, [](float v) { return v * v; });
     sqrt_weights(w, 32, waux);
     split_signs(xb, w, 32, true, xval, signs);
     scales[ib] = 0;
@@ -477,8 +478,7 @@ void quantize_iq3_s_block(const float* x, const float* importance, BlockIQ3_S& y
     float w[32], waux[32], xval[32];
     uint8_t signs[4];
     int8_t L[32] = {};
-    group_weights(xb, importance, 32 * ib, sigma2, 32, w,
-                  [](float v) { return v * v; });
+    group_weights(xb, importance, 32 * ib, sigma2, 32, w, [](float v) { return v * v; });
     sqrt_weights(w, 32, waux);
     split_signs(xb, w, 32, false, xval, signs);
     scales[ib] = 0;
@@ -505,7 +505,8 @@ void quantize_iq3_s_block(const float* x, const float* importance, BlockIQ3_S& y
   y.d = fp32_to_fp16(d * 1.033f);
   const float id = 1 / d;
   for (int ib = 0; ib < 8; ib += 2)
-    y.scales[ib / 2] = static_cast<uint8_t>(sub_scale(id, scales[ib], 15) | (sub_scale(id, scales[ib + 1], 15) << 4));
+    y.scales[ib / 2] =
+        static_cast<uint8_t>(sub_scale(id, scales[ib], 15) | (sub_scale(id, scales[ib + 1], 15) << 4));
 }
 
 // ---- IQ1_S and IQ1_M: elements -1, 0, +1 shifted by +-1/8, 2048 points of 8.
@@ -528,8 +529,8 @@ void sort_by_value(const float* x, int n, int* order) noexcept {
 
 // Of a code's neighbours, the point nearest to x / scale with levels read through the shifted
 // values xg (ggml's iq1_find_best_neighbour2); its levels go to L.
-int iq1_neighbour(const GridSearch& g, uint32_t code, const float* x, const float* w, float scale, const float* xg,
-                  int8_t* L) noexcept {
+int iq1_neighbour(const GridSearch& g, uint32_t code, const float* x, const float* w, float scale,
+                  const float* xg, int8_t* L) noexcept {
   const uint16_t* list = g.neighbours(code);
   float best = FLT_MAX;
   int index = list[1];  // only NaN inputs find none (ggml asserts)
@@ -554,8 +555,8 @@ int iq1_neighbour(const GridSearch& g, uint32_t code, const float* x, const floa
 // The runs of a group to points: L's levels where they are one, the best neighbour otherwise;
 // then, if any run moved, the scale refitted. xg(k) gives run k's shifted values.
 template <class ShiftOf>
-float iq1_place(const GridSearch& g, int n, const float* xb, const float* w, float scale, int8_t* L, ShiftOf xg,
-                uint16_t* index) noexcept {
+float iq1_place(const GridSearch& g, int n, const float* xb, const float* w, float scale, int8_t* L,
+                ShiftOf xg, uint16_t* index) noexcept {
   bool all_on_grid = true;
   for (int k = 0; k < n / 8; ++k) {
     const uint32_t u = g.code_of(L + 8 * k);
@@ -639,7 +640,8 @@ void quantize_iq1_s_block(const float* x, const float* importance, BlockIQ1_S& y
     }
     const float* xx = best_shift == 1 ? kShiftUp : kShiftDown;
     uint16_t index[4];
-    scale = iq1_place(g, 32, xb, w, scale, L, [xx](int) { return xx; }, index);
+    scale = iq1_place(
+        g, 32, xb, w, scale, L, [xx](int) { return xx; }, index);
     uint16_t h = 0;
     for (int k = 0; k < 4; ++k) {
       y.qs[4 * ib + k] = static_cast<uint8_t>(index[k] & 255);
@@ -669,8 +671,7 @@ void quantize_iq1_m_block(const float* x, const float* importance, BlockIQ1_M& y
   float max_scale = 0;
   const float sigma2 = 2 * sum_squares(x) / kSuperBlock;
   auto weights_of = [&](int ib, float* w) {
-    group_weights(x + 16 * ib, importance, 16 * ib, sigma2, 16, w,
-                  [](float v) { return v * v; });
+    group_weights(x + 16 * ib, importance, 16 * ib, sigma2, 16, w, [](float v) { return v * v; });
   };
   auto shift_of = [](int k, int run) {
     const bool down = run == 0 ? k >= 2 : k % 2 == 1;
@@ -722,7 +723,8 @@ void quantize_iq1_m_block(const float* x, const float* importance, BlockIQ1_M& y
     }
     uint16_t index[2];
     const int k_best = best_k;
-    scale = iq1_place(g, 16, xb, w, scale, L, [&](int run) { return shift_of(k_best, run); }, index);
+    scale = iq1_place(
+        g, 16, xb, w, scale, L, [&](int run) { return shift_of(k_best, run); }, index);
     y.qs[2 * ib] = static_cast<uint8_t>(index[0] & 255);
     y.qs[2 * ib + 1] = static_cast<uint8_t>(index[1] & 255);
     y.qh[ib] = static_cast<uint8_t>((index[0] >> 8) | ((index[1] >> 8) << 4));

@@ -42,7 +42,8 @@ void collect(ImatrixResult& r, const Session::MatMulInput& in, bool process_outp
     for (int64_t j = 0; j < ne0; ++j) sum[j] += x[j] * x[j];
     s.counts[static_cast<size_t>(mat)] += 1.0f;
   };
-  if (in.ids == nullptr) {  // MUL_MAT: b [ne0, rows, B2, B3]; llama-imatrix's matrix of (i2, i3) is (i2 % ne2, i3 % ne3)
+  if (in.ids == nullptr) {  // MUL_MAT: b [ne0, rows, B2, B3]; llama-imatrix's matrix of (i2, i3) is (i2 %
+                            // ne2, i3 % ne3)
     for (int64_t i3 = 0; i3 < in.ne[3]; ++i3)
       for (int64_t i2 = 0; i2 < in.ne[2]; ++i2) {
         const int64_t mat = (i3 % w.ne[3]) * w.ne[2] + i2 % w.ne[2];
@@ -70,18 +71,21 @@ ImatrixResult compute_imatrix(Session& session, const Vocab& vocab, std::span<co
                               const std::function<void(int64_t chunk, int64_t n_chunks)>& on_chunk) {
   const int64_t n_ctx = options.n_ctx;
   if (n_ctx < 2) raise(ErrorCode::InvalidArgument, "imatrix: a chunk of {} tokens (-c) is too small", n_ctx);
-  if (options.n_batch < 1) raise(ErrorCode::InvalidArgument, "imatrix: n_batch {} (-b) must be positive", options.n_batch);
+  if (options.n_batch < 1)
+    raise(ErrorCode::InvalidArgument, "imatrix: n_batch {} (-b) must be positive", options.n_batch);
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   if (n_tokens < n_ctx)
     raise(ErrorCode::InvalidArgument,
-          "imatrix: the text has {} tokens, fewer than one chunk of {} (-c); give a longer text or a smaller chunk",
+          "imatrix: the text has {} tokens, fewer than one chunk of {} (-c); give a longer text or a smaller "
+          "chunk",
           n_tokens, n_ctx);
   if (session.n_ctx() < n_ctx)
-    raise(ErrorCode::InvalidArgument, "imatrix: the session's cache holds {} tokens, fewer than a chunk of {}",
-          session.n_ctx(), n_ctx);
+    raise(ErrorCode::InvalidArgument,
+          "imatrix: the session's cache holds {} tokens, fewer than a chunk of {}", session.n_ctx(), n_ctx);
   if (options.first_chunk < 0 || options.first_chunk >= n_tokens / n_ctx)
-    raise(ErrorCode::InvalidArgument, "imatrix: the text has {} chunks of {} tokens; chunk {} (--chunk) is past them",
-          n_tokens / n_ctx, n_ctx, options.first_chunk);
+    raise(ErrorCode::InvalidArgument,
+          "imatrix: the text has {} chunks of {} tokens; chunk {} (--chunk) is past them", n_tokens / n_ctx,
+          n_ctx, options.first_chunk);
   int64_t n_chunks = n_tokens / n_ctx - options.first_chunk;
   if (options.max_chunks > 0) n_chunks = std::min(n_chunks, options.max_chunks);
 

@@ -176,7 +176,8 @@ bool low_bit_iq_mix(uint32_t ft) {
 // llama.cpp's "attention-v-like" tensors (attn_v, attn_qkv, attn_kv_b; the first match of its
 // categories, which test attn_qkv and attn_kv_b before attn_v).
 bool attn_v_like(const std::string& name) {
-  return contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") || contains(name, "attn_v.weight");
+  return contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") ||
+         contains(name, "attn_v.weight");
 }
 
 class TypeChooser {
@@ -345,7 +346,9 @@ class TypeChooser {
     return layer;
   }
 
-  static bool is_iq3_mix(uint32_t ft) { return ft == kIQ3_XXS || ft == kIQ3_XS || ft == kIQ3_S || ft == kIQ3_M; }
+  static bool is_iq3_mix(uint32_t ft) {
+    return ft == kIQ3_XXS || ft == kIQ3_XS || ft == kIQ3_S || ft == kIQ3_M;
+  }
 
   static DType fallback(const std::string& name, int64_t ne0, DType type) {
     if (fits(type, ne0)) return type;
@@ -389,7 +392,8 @@ class TypeChooser {
 // llama-quantize's tensor_requires_imatrix: the types it will not write without an importance
 // matrix, except for token_embd and output.
 bool requires_imatrix(const std::string& name, DType type) {
-  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight") return false;
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight")
+    return false;
   switch (type) {
     case DType::IQ3_XXS:
     case DType::IQ2_XXS:
@@ -437,7 +441,8 @@ void convert_tensor(const gguf::TensorInfo& src, const std::byte* data, DType to
         x = buf.data();
       }
       const float* w = nullptr;
-      if (importance != nullptr) w = importance->data() + static_cast<size_t>((r / src.ne[1]) % src.ne[2] * ne0);
+      if (importance != nullptr)
+        w = importance->data() + static_cast<size_t>((r / src.ne[1]) % src.ne[2] * ne0);
       quantize_weights(to, x, out.data() + static_cast<size_t>(r) * out_row, ne0, w);
     }
   };
@@ -490,10 +495,11 @@ ImportanceMatrix read_gguf_imatrix(const std::string& path) {
       raise(ErrorCode::CorruptFile, "{}: tensor {} has {} but no {}", path, name, sums ? "in_sum2" : "counts",
             sums ? "counts" : "in_sum2");
     const int64_t ne0 = sums->ne[0], n_mat = sums->ne[1];
-    if (sums->type_id != 0 || counts->type_id != 0 || sums->ne[2] != 1 || sums->ne[3] != 1 || counts->ne[0] != 1 ||
-        counts->ne[1] != n_mat || counts->ne[2] != 1 || counts->ne[3] != 1)
+    if (sums->type_id != 0 || counts->type_id != 0 || sums->ne[2] != 1 || sums->ne[3] != 1 ||
+        counts->ne[0] != 1 || counts->ne[1] != n_mat || counts->ne[2] != 1 || counts->ne[3] != 1)
       raise(ErrorCode::CorruptFile,
-            "{}: {}: in_sum2 must be f32 [n, matrices] and counts f32 [1, matrices] (got {} [{}, {}] and {} [{}, {}])",
+            "{}: {}: in_sum2 must be f32 [n, matrices] and counts f32 [1, matrices] (got {} [{}, {}] and {} "
+            "[{}, {}])",
             path, name, sums->type_name(), ne0, n_mat, counts->type_name(), counts->ne[0], counts->ne[1]);
     const auto* sum = reinterpret_cast<const float*>(f.tensor_data(*sums));
     const auto* count = reinterpret_cast<const float*>(f.tensor_data(*counts));
@@ -509,7 +515,8 @@ ImportanceMatrix read_gguf_imatrix(const std::string& path) {
       }
     }
     for (float v : values)
-      if (!std::isfinite(v)) raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, name);
+      if (!std::isfinite(v))
+        raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, name);
     m.values.emplace(name, std::move(values));
   }
   return m;
@@ -532,7 +539,8 @@ ImportanceMatrix read_legacy_imatrix(const std::string& path, const std::vector<
   };
   ImportanceMatrix m;
   const int32_t n_entries = i32("entry count");
-  if (n_entries < 1) raise(ErrorCode::CorruptFile, "{}: {} entries (not an importance matrix?)", path, n_entries);
+  if (n_entries < 1)
+    raise(ErrorCode::CorruptFile, "{}: {} entries (not an importance matrix?)", path, n_entries);
   for (int32_t e = 0; e < n_entries; ++e) {
     const int32_t len = i32("name length");
     if (len < 1 || len > 4096) raise(ErrorCode::CorruptFile, "{}: entry {}: name of {} bytes", path, e, len);
@@ -549,7 +557,8 @@ ImportanceMatrix read_legacy_imatrix(const std::string& path, const std::vector<
     if (ncall > 0)
       for (float& v : values) v /= static_cast<float>(ncall);
     for (float v : values)
-      if (!std::isfinite(v)) raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, name);
+      if (!std::isfinite(v))
+        raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, name);
     if (!m.values.emplace(name, std::move(values)).second)
       raise(ErrorCode::CorruptFile, "{}: tensor {} appears twice", path, name);
   }
@@ -576,7 +585,8 @@ ImportanceMatrix read_imatrix(const std::string& path) {
   if (std::memcmp(magic, "GGUF", 4) == 0) return read_gguf_imatrix(path);
   in.seekg(0, std::ios::end);
   const auto size = static_cast<size_t>(in.tellg());
-  if (size > (size_t{1} << 32)) raise(ErrorCode::CorruptFile, "importance matrix {}: {} bytes is too large", path, size);
+  if (size > (size_t{1} << 32))
+    raise(ErrorCode::CorruptFile, "importance matrix {}: {} bytes is too large", path, size);
   std::vector<char> bytes(size);
   in.seekg(0);
   in.read(bytes.data(), static_cast<std::streamsize>(size));
@@ -709,8 +719,9 @@ void quantize_model(const std::string& in, const std::string& out, const Quantiz
     imatrix = read_imatrix(options.imatrix);
     for (const auto& [name, values] : imatrix->values)
       if (file.find_tensor(name) == nullptr)
-        raise(ErrorCode::InvalidArgument, "importance matrix {}: tensor {} is not in {} (a matrix for another model?)",
-              options.imatrix, name, in);
+        raise(ErrorCode::InvalidArgument,
+              "importance matrix {}: tensor {} is not in {} (a matrix for another model?)", options.imatrix,
+              name, in);
   }
   for (size_t i = 0; i < plan.size(); ++i) {
     const TensorPlan& p = plan[i];
@@ -722,15 +733,18 @@ void quantize_model(const std::string& in, const std::string& out, const Quantiz
         const int64_t want = p.ne[0] * p.ne[2];
         if (static_cast<int64_t>(it->second.size()) == want)
           importance[i] = &it->second;
-        else if (p.name != "token_embd.weight" && p.name != "per_layer_token_embd.weight")  // llama-quantize ignores those
+        else if (p.name != "token_embd.weight" &&
+                 p.name != "per_layer_token_embd.weight")  // llama-quantize ignores those
           raise(ErrorCode::InvalidArgument,
-                "importance matrix {}: {} values for tensor {}, which has {} columns x {} matrices", options.imatrix,
-                it->second.size(), p.name, p.ne[0], p.ne[2]);
+                "importance matrix {}: {} values for tensor {}, which has {} columns x {} matrices",
+                options.imatrix, it->second.size(), p.name, p.ne[0], p.ne[2]);
       }
     }
     if (importance[i] == nullptr && (requires_imatrix(p.name, to) || grid_iquant_needs_importance(to)))
       raise(ErrorCode::InvalidArgument, "tensor {} would be {}, which needs an importance matrix{}", p.name,
-            tessera::name(to), imatrix ? fmt::format(", and {} has none for it", options.imatrix) : std::string(": give one (--imatrix FILE)"));
+            tessera::name(to),
+            imatrix ? fmt::format(", and {} has none for it", options.imatrix)
+                    : std::string(": give one (--imatrix FILE)"));
   }
 
   gguf::Writer w;

@@ -42,14 +42,15 @@ struct Case {
 
 const Case kCases[] = {
     {DType::IQ2_XXS, "iq2_xxs", 0.25}, {DType::IQ2_XS, "iq2_xs", 0.2}, {DType::IQ2_S, "iq2_s", 0.15},
-    {DType::IQ3_XXS, "iq3_xxs", 0.08}, {DType::IQ3_S, "iq3_s", 0.06}, {DType::IQ1_S, "iq1_s", 0.5},
+    {DType::IQ3_XXS, "iq3_xxs", 0.08}, {DType::IQ3_S, "iq3_s", 0.06},  {DType::IQ1_S, "iq1_s", 0.5},
     {DType::IQ1_M, "iq1_m", 0.4},
 };
 
 std::vector<uint8_t> quantize_rows(DType type, const std::vector<float>& rows, const float* importance) {
   const size_t row = row_bytes(type, kRow);
   std::vector<uint8_t> out(row * kRows);
-  for (int64_t r = 0; r < kRows; ++r) quantize_weights(type, rows.data() + r * kRow, out.data() + r * row, kRow, importance);
+  for (int64_t r = 0; r < kRows; ++r)
+    quantize_weights(type, rows.data() + r * kRow, out.data() + r * row, kRow, importance);
   return out;
 }
 
@@ -64,7 +65,8 @@ double nmse(const float* x, const float* y, int64_t n) {
 
 // The first differing byte, for a readable failure.
 std::string first_difference(const std::vector<uint8_t>& got, const std::vector<char>& want, size_t block) {
-  if (got.size() != want.size()) return "sizes " + std::to_string(got.size()) + " vs " + std::to_string(want.size());
+  if (got.size() != want.size())
+    return "sizes " + std::to_string(got.size()) + " vs " + std::to_string(want.size());
   for (size_t i = 0; i < got.size(); ++i)
     if (got[i] != static_cast<uint8_t>(want[i]))
       return "byte " + std::to_string(i) + " (block " + std::to_string(i / block) + ", offset " +
@@ -83,7 +85,8 @@ void expect_llama_bytes(const Case& c, const std::vector<float>& rows, const cha
   const size_t row = row_bytes(c.type, kRow);
   for (int64_t r : {0, 3}) {
     to_f32_row(c.type, got.data() + r * row, y.data(), kRow);
-    EXPECT_LT(nmse(rows.data() + r * kRow, y.data(), kRow), c.max_nmse) << c.file << " " << importance_name << " row " << r;
+    EXPECT_LT(nmse(rows.data() + r * kRow, y.data(), kRow), c.max_nmse)
+        << c.file << " " << importance_name << " row " << r;
   }
 }
 
@@ -150,10 +153,11 @@ TEST(QuantIqWrite, OtherTypesTakeTheImportanceAsLlamaCppDoes) {
   // With an importance matrix llama-quantize searches the legacy types, the K-quants and IQ4 under
   // importance * sqrt(sigma^2 + x^2) (ggml's quantize_row_*_impl): its bytes for the random one.
   const auto rows = read_floats("rows.f32"), importance = read_floats("importance.f32");
-  const Case cases[] = {{DType::Q4_0, "q4_0", 0.01},  {DType::Q4_1, "q4_1", 0.01},  {DType::Q5_0, "q5_0", 0.003},
-                        {DType::Q5_1, "q5_1", 0.003}, {DType::Q2_K, "q2_k", 0.12},  {DType::Q3_K, "q3_k", 0.04},
-                        {DType::Q4_K, "q4_k", 0.01},  {DType::Q5_K, "q5_k", 0.003}, {DType::Q6_K, "q6_k", 0.001},
-                        {DType::IQ4_NL, "iq4_nl", 0.01}, {DType::IQ4_XS, "iq4_xs", 0.01}};
+  const Case cases[] = {
+      {DType::Q4_0, "q4_0", 0.01},     {DType::Q4_1, "q4_1", 0.01},    {DType::Q5_0, "q5_0", 0.003},
+      {DType::Q5_1, "q5_1", 0.003},    {DType::Q2_K, "q2_k", 0.12},    {DType::Q3_K, "q3_k", 0.04},
+      {DType::Q4_K, "q4_k", 0.01},     {DType::Q5_K, "q5_k", 0.003},   {DType::Q6_K, "q6_k", 0.001},
+      {DType::IQ4_NL, "iq4_nl", 0.01}, {DType::IQ4_XS, "iq4_xs", 0.01}};
   for (const Case& c : cases) {
     expect_llama_bytes(c, rows, "importance", importance.data());
     // Without one, the same rows give the reference rounding's bytes (from_f32_row), not these.

@@ -24,7 +24,9 @@ const char* kernels_name(cpu::KernelSet k) { return k == cpu::KernelSet::Fast ? 
 
 // A weight as an F16 cache's attention applies it where it rounds (the reference, the composed
 // strategy: MUL_MAT's rule for F16 weights), or as the online softmax keeps it.
-double weight(double w, bool rounded) { return rounded ? fp16_to_fp32(fp32_to_fp16(static_cast<float>(w))) : w; }
+double weight(double w, bool rounded) {
+  return rounded ? fp16_to_fp32(fp32_to_fp16(static_cast<float>(w))) : w;
+}
 
 // One query, two cells: scores [0, ln 3] give weights [1/4, 3/4]; v0 = [4, 8], v1 = [8, 0], so
 // out = [1 + 6, 2 + 0] = [7, 2].
@@ -74,9 +76,9 @@ TEST(CpuFlashAttn, GroupedHeadsMaskAndResultLayout) {
     const double w0 = weight(1 / (1 + e), rounded), w1 = weight(e / (1 + e), rounded);
     for (int c = 0; c < 3; ++c) {
       SCOPED_TRACE(kernels_name(ks));
-      EXPECT_NEAR(get(*out, c, 0, 0), v0[c], 1e-6);                  // head 0, query 0: cell 0 only
-      EXPECT_NEAR(get(*out, c, 1, 0), v0[c], 1e-6);                  // head 1, query 0: cell 0 only
-      EXPECT_NEAR(get(*out, c, 0, 1), (v0[c] + v1[c]) / 2, 1e-6);    // head 0, query 1: equal weights
+      EXPECT_NEAR(get(*out, c, 0, 0), v0[c], 1e-6);                    // head 0, query 0: cell 0 only
+      EXPECT_NEAR(get(*out, c, 1, 0), v0[c], 1e-6);                    // head 1, query 0: cell 0 only
+      EXPECT_NEAR(get(*out, c, 0, 1), (v0[c] + v1[c]) / 2, 1e-6);      // head 0, query 1: equal weights
       EXPECT_NEAR(get(*out, c, 1, 1), w0 * v0[c] + w1 * v1[c], 1e-5);  // head 1: weights 1 : e
     }
   }
@@ -137,8 +139,8 @@ TEST(CpuFlashAttn, SoftcapBoundsTheScores) {
     fill(v, {0, 1});
     Tensor* out = ops::flash_attn_ext(ctx, q, k, v, nullptr, 10.0f, 0.0f, 10.0f);
     compute(out, 1, ks);
-    EXPECT_NEAR(get(*out, 0, 0), weight(1 / (1 + std::exp(-10 * std::tanh(3.0))), ks == cpu::KernelSet::Reference),
-                1e-6)
+    EXPECT_NEAR(get(*out, 0, 0),
+                weight(1 / (1 + std::exp(-10 * std::tanh(3.0))), ks == cpu::KernelSet::Reference), 1e-6)
         << kernels_name(ks);
   }
 }
@@ -364,8 +366,8 @@ TEST(CpuFlashAttn, RowsDoNotDependOnTheBatchOrThreads) {
 // ln 4 makes the denominator 8: [0.5 + 3, 1 + 0] = [3.5, 1]. Head 1's sink 10 lies above every
 // score (the online softmax rescales what it gathered): [28, 8] / (4 + e^10), the weights 1 and
 // 3 / (4 + e^10) in f16 where an F16 cache's attention rounds them (the reference, the composed
-// ops). Query row 1 sees no cell: zeros, whatever the sink. Every strategy: the reference, the online softmax over V rows,
-// the composed ops over the cache's transposed V, and the online softmax there.
+// ops). Query row 1 sees no cell: zeros, whatever the sink. Every strategy: the reference, the online softmax
+// over V rows, the composed ops over the cache's transposed V, and the online softmax there.
 TEST(CpuFlashAttn, SinksJoinTheDenominator) {
   for (int variant = 0; variant < 4; ++variant) {
     const cpu::KernelSet ks = variant == 0 ? cpu::KernelSet::Reference : cpu::KernelSet::Fast;

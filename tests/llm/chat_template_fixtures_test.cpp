@@ -85,7 +85,8 @@ std::vector<std::string> models() {
 
 TEST(ChatTemplateFixtures, EveryModelIsThere) {
   const auto names = models();
-  for (const char* m : {"llama3_1", "llama3_2", "qwen2_5", "qwen3", "gemma3", "deepseek_v3", "mistral_nemo", "gptoss"})
+  for (const char* m :
+       {"llama3_1", "llama3_2", "qwen2_5", "qwen3", "gemma3", "deepseek_v3", "mistral_nemo", "gptoss"})
     EXPECT_NE(std::find(names.begin(), names.end(), m), names.end()) << m;
 }
 

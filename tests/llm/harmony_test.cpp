@@ -40,8 +40,9 @@ TEST(Harmony, AnalysisThenFinal) {
     if (m.channel == "final") streamed += text;
   });
   // What follows the prompt's "<|start|>assistant".
-  feed(r, "<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|end|>"
-          "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.");
+  feed(r,
+       "<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|end|>"
+       "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.");
   r.control("<|return|>");
   ASSERT_EQ(r.messages().size(), 2u);
   EXPECT_EQ(r.messages()[0].role, "assistant");
@@ -61,9 +62,10 @@ TEST(Harmony, AnalysisThenFinal) {
 // after <|constrain|>, ended by <|call|>; it is no channel's plain text.
 TEST(Harmony, ToolCalls) {
   HarmonyReader r;
-  feed(r, "<|channel|>analysis<|message|>Need weather.<|end|>"
-          "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
-          "{\"city\":\"Paris\"}<|call|>");
+  feed(r,
+       "<|channel|>analysis<|message|>Need weather.<|end|>"
+       "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
+       "{\"city\":\"Paris\"}<|call|>");
   ASSERT_EQ(r.messages().size(), 2u);
   const HarmonyMessage& call = r.messages()[1];
   EXPECT_EQ(call.recipient, "functions.get_weather");
@@ -91,7 +93,9 @@ TEST(Harmony, OpenAndMalformedReplies) {
   EXPECT_EQ(r.messages()[0].end, "");
 
   HarmonyReader m;
-  feed(m, "<|channel|>final<|message|>A<|end|>stray text<|start|>assistant<|channel|>final<|message|>B<|return|>");
+  feed(m,
+       "<|channel|>final<|message|>A<|end|>stray "
+       "text<|start|>assistant<|channel|>final<|message|>B<|return|>");
   ASSERT_EQ(m.messages().size(), 2u);
   EXPECT_EQ(m.channel_text("final"), "AB");
   EXPECT_FALSE(HarmonyReader::is_structure("<|eot_id|>"));

@@ -42,7 +42,8 @@ std::string story() {
 }
 
 std::filesystem::path temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("tessera_imatrix_calc_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessera_imatrix_calc_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return dir / name;
 }
@@ -59,7 +60,8 @@ std::vector<float> f32_tensor(const gguf::File& f, const std::string& name) {
 // Sum over the chunks' tokens of (RMS_NORM(embedding) * attn_norm)_j^2, in double.
 std::vector<double> expected_layer0_sums(const gguf::File& f, const std::vector<Token>& tokens, int64_t n_ctx,
                                          int64_t n_chunks, Token bos) {
-  const std::vector<float> embd = f32_tensor(f, "token_embd.weight"), norm = f32_tensor(f, "blk.0.attn_norm.weight");
+  const std::vector<float> embd = f32_tensor(f, "token_embd.weight"),
+                           norm = f32_tensor(f, "blk.0.attn_norm.weight");
   const auto n = static_cast<int64_t>(norm.size());
   const double eps = f.get_f32("llama.attention.layer_norm_rms_epsilon");
   std::vector<double> sums(static_cast<size_t>(n), 0.0);
@@ -120,7 +122,8 @@ TEST(Imatrix, LayerZeroInputsAreTheNormalizedEmbeddings) {
   // --process-output adds the output projection; products over fewer than 16 rows are skipped.
   o.process_output = true;
   o.max_chunks = 1;
-  EXPECT_EQ(compute_imatrix(session, vocab, tokens, o).stats.at("output.weight").counts, std::vector<float>{128});
+  EXPECT_EQ(compute_imatrix(session, vocab, tokens, o).stats.at("output.weight").counts,
+            std::vector<float>{128});
   so.n_batch = 8;
   Session small_batches(*model, so);
   o.n_batch = 8;
@@ -157,7 +160,8 @@ TEST(Imatrix, ExpertsCountTheRowsRoutedToThem) {
   o.n_ctx = 64;
   o.max_chunks = 2;
   const ImatrixResult r = compute_imatrix(session, vocab, perplexity_tokens(vocab, story()), o);
-  for (const char* w : {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight"}) {
+  for (const char* w :
+       {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight"}) {
     SCOPED_TRACE(w);
     const ImatrixStats& s = r.stats.at(w);
     const gguf::TensorInfo* t = model->file()->find_tensor(w);

@@ -1,9 +1,10 @@
 // llama.cpp's logits for random-weight models of every supported architecture
 // (../shared/models/oracle, README there; granite, granitemoe, olmoe and smollm3 in
 // tests/fixtures/archs, README there; logits made on this machine kind where a bound is tighter than
-// llama.cpp's own drift between CPUs in tests/fixtures/fidelity, README there): Tessera matches them on the CPU and with every layer on
-// OpenCL0 (no node falling back to the CPU), for every weight type. The mixture-of-experts models
-// run on OpenCL0 too, with MUL_MAT_ID (which no device op library has yet) falling back to the CPU.
+// llama.cpp's own drift between CPUs in tests/fixtures/fidelity, README there): Tessera matches them on the
+// CPU and with every layer on OpenCL0 (no node falling back to the CPU), for every weight type. The
+// mixture-of-experts models run on OpenCL0 too, with MUL_MAT_ID (which no device op library has yet) falling
+// back to the CPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,8 +30,8 @@ const std::string kFixturesDir = std::string(TESSERA_FIXTURES_DIR) + "/";
 
 struct Oracle {
   const char* name;
-  double max_nmse;       // 2e-6 for F32/F16 weights, 5e-4 for quantized ones
-  const char* dir = nullptr;     // a directory of tests/fixtures (archs, fidelity); else ../shared/models/oracle
+  double max_nmse;            // 2e-6 for F32/F16 weights, 5e-4 for quantized ones
+  const char* dir = nullptr;  // a directory of tests/fixtures (archs, fidelity); else ../shared/models/oracle
   const char* logits = nullptr;  // in tests/fixtures/fidelity; else NAME.logits.bin beside the model
 };
 
@@ -98,9 +99,13 @@ void check_against_oracle(const Oracle& o, const LoadOptions& lo, bool flash_att
 }
 
 // One per architecture, and Llama 3's rope scaling.
-const Oracle kFloatOracles[] = {
-    {"tiny-llama-f32", 2e-6}, {"tiny-llama3-f32", 2e-6}, {"tiny-qwen2-f32", 2e-6}, {"tiny-qwen3-f32", 2e-6},
-    {"tiny-phi3-f16", 2e-6, nullptr, "tiny-phi3-f16.logits.bin"},  {"tiny-gemma2-f32", 2e-6}, {"tiny-gemma3-f32", 2e-6}};
+const Oracle kFloatOracles[] = {{"tiny-llama-f32", 2e-6},
+                                {"tiny-llama3-f32", 2e-6},
+                                {"tiny-qwen2-f32", 2e-6},
+                                {"tiny-qwen3-f32", 2e-6},
+                                {"tiny-phi3-f16", 2e-6, nullptr, "tiny-phi3-f16.logits.bin"},
+                                {"tiny-gemma2-f32", 2e-6},
+                                {"tiny-gemma3-f32", 2e-6}};
 // Every 2-D weight in one type, then llama-quantize's mixes.
 const Oracle kQuantOracles[] = {
     {"tiny-llama-q4_1", 5e-4},   {"tiny-llama-q5_0", 5e-4},  {"tiny-llama-q5_1", 5e-4},
@@ -124,16 +129,18 @@ const Oracle kMoeOracles[] = {
 const Oracle kGptOssOracles[] = {{"tiny-gptoss-f32", 2e-6}, {"tiny-gptoss-mxfp4", 5e-4}};
 // tests/fixtures/archs: granite (its four scales, biases everywhere; and without rope), smollm3 (no
 // rope on layer 3, tied output)...
-const Oracle kFixtureOracles[] = {{"tiny-granite-f32", 2e-6, "archs"},
-                                  {"tiny-granite-norope-f32", 2e-6, "archs"},
-                                  {"tiny-smollm3-f32", 2e-6, "archs"},
-                                  // tests/fixtures/fidelity: a Llama 512 wide in the Q5_K_M mix, against
-                                  // llama.cpp's default (-fa 1) logits; FidelityOracle has the tight check.
-                                  {"llama-wide-q5_k_m", 5e-4, "fidelity", "llama-wide-q5_k_m.fa1.logits.bin"}};
+const Oracle kFixtureOracles[] = {
+    {"tiny-granite-f32", 2e-6, "archs"},
+    {"tiny-granite-norope-f32", 2e-6, "archs"},
+    {"tiny-smollm3-f32", 2e-6, "archs"},
+    // tests/fixtures/fidelity: a Llama 512 wide in the Q5_K_M mix, against
+    // llama.cpp's default (-fa 1) logits; FidelityOracle has the tight check.
+    {"llama-wide-q5_k_m", 5e-4, "fidelity", "llama-wide-q5_k_m.fa1.logits.bin"}};
 // ... and the mixtures of experts: granitemoe (renormalised, a shared expert), olmoe (norms of the
 // whole Q/K projections, weights not renormalised) in F32 and llama-quantize's Q4_K_M mix.
-const Oracle kFixtureMoeOracles[] = {
-    {"tiny-granitemoe-f32", 2e-6, "archs"}, {"tiny-olmoe-f32", 2e-6, "archs"}, {"tiny-olmoe-q4_k_m", 5e-4, "archs"}};
+const Oracle kFixtureMoeOracles[] = {{"tiny-granitemoe-f32", 2e-6, "archs"},
+                                     {"tiny-olmoe-f32", 2e-6, "archs"},
+                                     {"tiny-olmoe-q4_k_m", 5e-4, "archs"}};
 
 // One oracle on one device ("CPU", or a device from the Registry with every layer on it).
 struct OracleRun {
@@ -219,6 +226,7 @@ INSTANTIATE_TEST_SUITE_P(Files, ArchitectureOracle, testing::ValuesIn(runs()), r
 // semantics for F16 weights); an engine that keeps them in f32 lands at 3.3e-4 with 2 of 48 argmax
 // different. The composed attention rounds as llama.cpp does: 1.0e-4, every argmax equal.
 TEST(FidelityOracle, ComposedAttentionRoundsAsLlamaCppWithoutFlashAttention) {
-  check_against_oracle({"llama-wide-q5_k_m", 1.6e-4, "fidelity", "llama-wide-q5_k_m.fa0.logits.bin"}, LoadOptions{},
+  check_against_oracle({"llama-wide-q5_k_m", 1.6e-4, "fidelity", "llama-wide-q5_k_m.fa0.logits.bin"},
+                       LoadOptions{},
                        /*flash_attn=*/false, /*moe=*/false);
 }

@@ -26,7 +26,8 @@ namespace {
 const std::string kOracle = std::string(TESSERA_SHARED_DIR) + "/models/oracle/";
 
 std::filesystem::path temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("tessera_imatrix_test_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessera_imatrix_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return dir / name;
 }
@@ -50,7 +51,8 @@ void write_imatrix(const std::filesystem::path& path, const std::vector<Entry>& 
   w.set("imatrix.chunk_count", uint32_t{1});
   w.set("imatrix.chunk_size", uint32_t{512});
   for (const Entry& e : entries) {
-    std::vector<float> sums(static_cast<size_t>(e.ne0 * e.n_mat)), counts(static_cast<size_t>(e.n_mat), count);
+    std::vector<float> sums(static_cast<size_t>(e.ne0 * e.n_mat)),
+        counts(static_cast<size_t>(e.n_mat), count);
     for (int64_t j = 0; j < e.n_mat; ++j)
       for (int64_t i = 0; i < e.ne0; ++i) sums[static_cast<size_t>(j * e.ne0 + i)] = value(i, j) * count;
     const int64_t sum_ne[2] = {e.ne0, e.n_mat}, count_ne[2] = {1, e.n_mat};
@@ -232,7 +234,8 @@ TEST(QuantizeImatrix, MismatchedOrMissingMatricesAreRefusedByName) {
   auto entries = entries_of(model);
   entries.push_back({"blk.99.attn_q.weight", entries[0].ne0, 1});
   write_imatrix(imatrix, entries, one);
-  std::string e = error_of([&] { llm::quantize_model(in, out.string(), options("IQ2_XXS", false, imatrix.string())); });
+  std::string e =
+      error_of([&] { llm::quantize_model(in, out.string(), options("IQ2_XXS", false, imatrix.string())); });
   EXPECT_NE(e.find("blk.99.attn_q.weight is not in"), std::string::npos) << e;
   EXPECT_FALSE(std::filesystem::exists(out));
 

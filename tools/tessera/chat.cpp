@@ -153,7 +153,8 @@ void run_chat(const ChatSettings& s) {
       reader->text(streamer->finish());
       const std::string thinking = reader->channel_text("analysis");
       fmt::print(stderr, "[{} characters of analysis not shown]\n", thinking.size());
-      messages.push_back({{"role", "assistant"}, {"content", reader->channel_text("final")}, {"thinking", thinking}});
+      messages.push_back(
+          {{"role", "assistant"}, {"content", reader->channel_text("final")}, {"thinking", thinking}});
     } else {
       messages.push_back({{"role", "assistant"}, {"content", reply}});
     }

@@ -30,9 +30,10 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(non_negative());
   cmd->add_option("--device", args->device, "device for offloaded layers, or several: OpenCL0,OpenCL1");
   args->split.add_to(cmd);
-  cmd->add_option("--flash-attn", args->flash_attn,
-                  "attention on the CPU: on: the online-softmax kernel (llama.cpp's -fa 1 rounding); off: the "
-                  "composed ops (llama.cpp's -fa 0 rounding)")
+  cmd->add_option(
+         "--flash-attn", args->flash_attn,
+         "attention on the CPU: on: the online-softmax kernel (llama.cpp's -fa 1 rounding); off: the "
+         "composed ops (llama.cpp's -fa 0 rounding)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args] {

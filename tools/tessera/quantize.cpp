@@ -33,9 +33,10 @@ void add_quantize(CLI::App& app) {
                 "every quantizable tensor in the type (no per-tensor choices of the mixes)");
   cmd->add_option("--output-type", args->output_type, "type of output.weight (e.g. q8_0)");
   cmd->add_option("--token-embedding-type", args->token_embedding_type, "type of token_embd.weight");
-  cmd->add_option("--imatrix", args->imatrix,
-                  "importance matrix (llama-imatrix's GGUF or legacy .dat): weights every quantizer that takes "
-                  "one; IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS tensors need it");
+  cmd->add_option(
+      "--imatrix", args->imatrix,
+      "importance matrix (llama-imatrix's GGUF or legacy .dat): weights every quantizer that takes "
+      "one; IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS tensors need it");
   cmd->add_option("-t,--threads", args->threads, "threads (default: one per hardware thread)");
   cmd->callback([args] {
     llm::QuantizeOptions o;

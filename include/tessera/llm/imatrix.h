@@ -23,10 +23,10 @@ namespace tessera::llm {
 class Session;
 
 struct ImatrixOptions {
-  int64_t n_ctx = 512;       // tokens per chunk (llama-imatrix's -c), at least 2
-  int64_t n_batch = 2048;    // tokens per decode within a chunk (at most n_ctx are used)
-  int64_t first_chunk = 0;   // skip the text's first chunks (llama-imatrix --chunk)
-  int64_t max_chunks = -1;   // < 0: every whole chunk from first_chunk on
+  int64_t n_ctx = 512;          // tokens per chunk (llama-imatrix's -c), at least 2
+  int64_t n_batch = 2048;       // tokens per decode within a chunk (at most n_ctx are used)
+  int64_t first_chunk = 0;      // skip the text's first chunks (llama-imatrix --chunk)
+  int64_t max_chunks = -1;      // < 0: every whole chunk from first_chunk on
   bool process_output = false;  // collect output.weight too (llama-imatrix --process-output)
   std::string dataset;          // the text's name, written as imatrix.datasets
 };

@@ -71,8 +71,9 @@ float block_min(const Tensor& a, int64_t m, int64_t i2, int64_t i3, int64_t j) {
 }
 
 // b's row as the reference multiplies it by weights of `type` (ggml's semantics): rounded to f16 for
-// F16 weights, to bf16 for BF16 weights, through Q8_0 blocks (Q8_K for the 256-element types) for the quantized ones; for
-// Q4_1/Q5_1 weights sum_fix[j] gets what block j's Q8_1 sum adds beyond the sum of its Q8_0 values.
+// F16 weights, to bf16 for BF16 weights, through Q8_0 blocks (Q8_K for the 256-element types) for the
+// quantized ones; for Q4_1/Q5_1 weights sum_fix[j] gets what block j's Q8_1 sum adds beyond the sum of its
+// Q8_0 values.
 void reference_b_row(DType type, float* row, int64_t k, double* sum_fix) {
   const int64_t nblocks = k / kQuantBlock;
   if (type == DType::F16)

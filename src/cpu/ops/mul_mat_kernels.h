@@ -9,15 +9,15 @@
 // Prepared b rows: f32 for F32 weights; for F16 weights, f32 rows of b's values rounded to f16
 // (ggml's semantics: its CPU multiplies F16 weights by b converted to f16, so every product is exact);
 // for BF16 weights, b rounded to bf16 (ggml's semantics; K halves, padded to 64 bytes), which makes
-// every product exact and leaves one order of additions for all tables (mul_mat_bf16.cpp). For the 32-element quantized types, b is quantized to
-// Q8_0 once per row into the "q8 row" layout: K int8 quants, then K/32 f32 scales d (each an
-// fp16-rounded value, so the numbers are exactly those of quantize_row_q8_0), then K/32 f32 values
-// c = 8 * sum(q) * d (what Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the
-// unsigned nibbles directly), then K/32 f32 values s = fp16(sum(q) * amax / 127) (ggml's Q8_1 sum,
-// which the minimum of Q4_1/Q5_1 multiplies), then K/32 int32 sums sum(q) (what the interleaved Q4_0
-// kernels take Q4_0's offset of 8 back with, exactly). For the K-quants and the 256-element I-quants, b is
-// quantized to Q8_K into the "q8k row" layout: K int8 quants, K/256 f32 scales, K/16 int16 sums of 16 quants;
-// a table whose tiles want the quants regrouped (pair_q8k_row) has them regrouped right after quantizing.
+// every product exact and leaves one order of additions for all tables (mul_mat_bf16.cpp). For the 32-element
+// quantized types, b is quantized to Q8_0 once per row into the "q8 row" layout: K int8 quants, then K/32 f32
+// scales d (each an fp16-rounded value, so the numbers are exactly those of quantize_row_q8_0), then K/32 f32
+// values c = 8 * sum(q) * d (what Q4_0's offset of 8 costs a block, so Q4_0 kernels can multiply the unsigned
+// nibbles directly), then K/32 f32 values s = fp16(sum(q) * amax / 127) (ggml's Q8_1 sum, which the minimum
+// of Q4_1/Q5_1 multiplies), then K/32 int32 sums sum(q) (what the interleaved Q4_0 kernels take Q4_0's offset
+// of 8 back with, exactly). For the K-quants and the 256-element I-quants, b is quantized to Q8_K into the
+// "q8k row" layout: K int8 quants, K/256 f32 scales, K/16 int16 sums of 16 quants; a table whose tiles want
+// the quants regrouped (pair_q8k_row) has them regrouped right after quantizing.
 #include <cstddef>
 #include <cstdint>
 #include <utility>

@@ -45,38 +45,38 @@ inline float dot4(float4 x, float4 y) { return x.s0 * y.s0 + x.s1 * y.s1 + x.s2 
 
 // Float weights (rows contiguous in dim 0) times f32 b (rows contiguous in dim 0).
 // Grid: (M groups, ceil(N / MV_NC), B2 * B3).
-#define MUL_MAT_VEC_FLOAT(NAME, LOAD4, LOAD1)                                                                  \
-  kernel void NAME(global const char* a, ulong a_off, ulong4 anb, global const char* b, ulong b_off,          \
-                   ulong4 bnb, global char* d, ulong d_off, ulong4 dnb, long K, long N, long B2, long r2,     \
-                   long r3) {                                                                                 \
-    local float buf[MV_NC * MV_WG];                                                                           \
-    const long m = get_group_id(0), n0 = get_global_id(1) * MV_NC, batch = get_global_id(2);                  \
-    const long i2 = batch % B2, i3 = batch / B2;                                                              \
-    const int lid = get_local_id(0), nl = get_local_size(0);                                                  \
-    const int nc = (int)min((long)MV_NC, N - n0);                                                             \
-    global const char* arow = a + a_off + m * anb.s1 + (i2 / r2) * anb.s2 + (i3 / r3) * anb.s3;              \
-    global const char* bcol = b + b_off + n0 * bnb.s1 + i2 * bnb.s2 + i3 * bnb.s3;                           \
-    float acc[MV_NC];                                                                                         \
-    for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;                                                            \
-    const long K16 = K / 16;                                                                                  \
-    for (long k = lid; k < K16; k += nl) {                                                                    \
-      const float4 x0 = LOAD4(arow, 4 * k), x1 = LOAD4(arow, 4 * k + 1);                                      \
-      const float4 x2 = LOAD4(arow, 4 * k + 2), x3 = LOAD4(arow, 4 * k + 3);                                  \
-      for (int c = 0; c < MV_NC; ++c) {                                                                       \
-        if (c < nc) {                                                                                         \
-          global const float* y = (global const float*)(bcol + c * bnb.s1) + 16 * k;                          \
-          acc[c] += (dot4(x0, vload4(0, y)) + dot4(x1, vload4(1, y))) +                                       \
-                    (dot4(x2, vload4(2, y)) + dot4(x3, vload4(3, y)));                                        \
-        }                                                                                                     \
-      }                                                                                                       \
-    }                                                                                                         \
-    for (long k = 16 * K16 + lid; k < K; k += nl) {                                                           \
-      const float x = LOAD1(arow, k);                                                                         \
-      for (int c = 0; c < MV_NC; ++c)                                                                         \
-        if (c < nc) acc[c] += x * ((global const float*)(bcol + c * bnb.s1))[k];                             \
-    }                                                                                                         \
-    mv_reduce(acc, buf);                                                                                      \
-    mv_store(buf, d, d_off, dnb, m, n0, nc, i2, i3);                                                          \
+#define MUL_MAT_VEC_FLOAT(NAME, LOAD4, LOAD1)                                                             \
+  kernel void NAME(global const char* a, ulong a_off, ulong4 anb, global const char* b, ulong b_off,      \
+                   ulong4 bnb, global char* d, ulong d_off, ulong4 dnb, long K, long N, long B2, long r2, \
+                   long r3) {                                                                             \
+    local float buf[MV_NC * MV_WG];                                                                       \
+    const long m = get_group_id(0), n0 = get_global_id(1) * MV_NC, batch = get_global_id(2);              \
+    const long i2 = batch % B2, i3 = batch / B2;                                                          \
+    const int lid = get_local_id(0), nl = get_local_size(0);                                              \
+    const int nc = (int)min((long)MV_NC, N - n0);                                                         \
+    global const char* arow = a + a_off + m * anb.s1 + (i2 / r2) * anb.s2 + (i3 / r3) * anb.s3;           \
+    global const char* bcol = b + b_off + n0 * bnb.s1 + i2 * bnb.s2 + i3 * bnb.s3;                        \
+    float acc[MV_NC];                                                                                     \
+    for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;                                                        \
+    const long K16 = K / 16;                                                                              \
+    for (long k = lid; k < K16; k += nl) {                                                                \
+      const float4 x0 = LOAD4(arow, 4 * k), x1 = LOAD4(arow, 4 * k + 1);                                  \
+      const float4 x2 = LOAD4(arow, 4 * k + 2), x3 = LOAD4(arow, 4 * k + 3);                              \
+      for (int c = 0; c < MV_NC; ++c) {                                                                   \
+        if (c < nc) {                                                                                     \
+          global const float* y = (global const float*)(bcol + c * bnb.s1) + 16 * k;                      \
+          acc[c] += (dot4(x0, vload4(0, y)) + dot4(x1, vload4(1, y))) +                                   \
+                    (dot4(x2, vload4(2, y)) + dot4(x3, vload4(3, y)));                                    \
+        }                                                                                                 \
+      }                                                                                                   \
+    }                                                                                                     \
+    for (long k = 16 * K16 + lid; k < K; k += nl) {                                                       \
+      const float x = LOAD1(arow, k);                                                                     \
+      for (int c = 0; c < MV_NC; ++c)                                                                     \
+        if (c < nc) acc[c] += x * ((global const float*)(bcol + c * bnb.s1))[k];                          \
+    }                                                                                                     \
+    mv_reduce(acc, buf);                                                                                  \
+    mv_store(buf, d, d_off, dnb, m, n0, nc, i2, i3);                                                      \
   }
 
 MUL_MAT_VEC_FLOAT(mul_mat_vec_f32, LOAD4_F32, LOAD1_F32)
@@ -95,54 +95,54 @@ inline int dot16(char16 x, char16 y) { return hsum16(convert_int16(x) * convert_
 // Quantized weights (device layout: quants qa, scales da) times b as Q8_0 (device layout: quants
 // qb, scales db; row r = n + N * (i2 + B2 * i3) holds K / 32 blocks).
 // Grid: (M groups, ceil(N / MV_NC), B2 * B3).
-#define MUL_MAT_VEC_Q(NAME, TYPE_BYTES, BLOCK_DOT)                                                             \
-  kernel void NAME(global const char* a, ulong a_qoff, ulong a_doff, ulong4 anb, global const char* b,        \
-                   ulong b_qoff, ulong b_doff, global char* d, ulong d_off, ulong4 dnb, long K, long N,       \
-                   long B2, long r2, long r3) {                                                               \
-    local float buf[MV_NC * MV_WG];                                                                           \
-    const long m = get_group_id(0), n0 = get_global_id(1) * MV_NC, batch = get_global_id(2);                  \
-    const long i2 = batch % B2, i3 = batch / B2;                                                              \
-    const int lid = get_local_id(0), nl = get_local_size(0);                                                  \
-    const int nc = (int)min((long)MV_NC, N - n0);                                                             \
-    const long nbk = K / QK;                                                                                  \
-    const long ablk = (long)((m * anb.s1 + (i2 / r2) * anb.s2 + (i3 / r3) * anb.s3) / TYPE_BYTES);           \
-    const long bblk = (n0 + N * batch) * nbk;                                                                 \
-    global const char* qa = a + a_qoff;                                                                       \
-    global const half* da = (global const half*)(a + a_doff);                                                 \
-    global const char* qb = b + b_qoff;                                                                       \
-    global const half* db = (global const half*)(b + b_doff);                                                 \
-    float acc[MV_NC];                                                                                         \
-    for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;                                                            \
-    for (long kb = lid; kb < nbk; kb += nl) {                                                                 \
-      const float sa = vload_half(ablk + kb, da);                                                             \
-      BLOCK_DOT(qa, ablk + kb)                                                                                \
-    }                                                                                                         \
-    mv_reduce(acc, buf);                                                                                      \
-    mv_store(buf, d, d_off, dnb, m, n0, nc, i2, i3);                                                          \
+#define MUL_MAT_VEC_Q(NAME, TYPE_BYTES, BLOCK_DOT)                                                      \
+  kernel void NAME(global const char* a, ulong a_qoff, ulong a_doff, ulong4 anb, global const char* b,  \
+                   ulong b_qoff, ulong b_doff, global char* d, ulong d_off, ulong4 dnb, long K, long N, \
+                   long B2, long r2, long r3) {                                                         \
+    local float buf[MV_NC * MV_WG];                                                                     \
+    const long m = get_group_id(0), n0 = get_global_id(1) * MV_NC, batch = get_global_id(2);            \
+    const long i2 = batch % B2, i3 = batch / B2;                                                        \
+    const int lid = get_local_id(0), nl = get_local_size(0);                                            \
+    const int nc = (int)min((long)MV_NC, N - n0);                                                       \
+    const long nbk = K / QK;                                                                            \
+    const long ablk = (long)((m * anb.s1 + (i2 / r2) * anb.s2 + (i3 / r3) * anb.s3) / TYPE_BYTES);      \
+    const long bblk = (n0 + N * batch) * nbk;                                                           \
+    global const char* qa = a + a_qoff;                                                                 \
+    global const half* da = (global const half*)(a + a_doff);                                           \
+    global const char* qb = b + b_qoff;                                                                 \
+    global const half* db = (global const half*)(b + b_doff);                                           \
+    float acc[MV_NC];                                                                                   \
+    for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;                                                      \
+    for (long kb = lid; kb < nbk; kb += nl) {                                                           \
+      const float sa = vload_half(ablk + kb, da);                                                       \
+      BLOCK_DOT(qa, ablk + kb)                                                                          \
+    }                                                                                                   \
+    mv_reduce(acc, buf);                                                                                \
+    mv_store(buf, d, d_off, dnb, m, n0, nc, i2, i3);                                                    \
   }
 
 // Q8_0 weights: 32 int8 per block.
-#define BLOCK_DOT_Q8_0(qa, blk)                                                                              \
-  const char16 w0 = vload16(0, qa + (blk) * 32), w1 = vload16(1, qa + (blk) * 32);                          \
-  for (int c = 0; c < MV_NC; ++c) {                                                                          \
-    if (c < nc) {                                                                                            \
-      const long bb = bblk + c * nbk + kb;                                                                   \
-      const char16 x0 = vload16(0, qb + bb * 32), x1 = vload16(1, qb + bb * 32);                           \
-      acc[c] += (float)(dot16(w0, x0) + dot16(w1, x1)) * (sa * vload_half(bb, db));                         \
-    }                                                                                                        \
+#define BLOCK_DOT_Q8_0(qa, blk)                                                     \
+  const char16 w0 = vload16(0, qa + (blk)*32), w1 = vload16(1, qa + (blk)*32);      \
+  for (int c = 0; c < MV_NC; ++c) {                                                 \
+    if (c < nc) {                                                                   \
+      const long bb = bblk + c * nbk + kb;                                          \
+      const char16 x0 = vload16(0, qb + bb * 32), x1 = vload16(1, qb + bb * 32);    \
+      acc[c] += (float)(dot16(w0, x0) + dot16(w1, x1)) * (sa * vload_half(bb, db)); \
+    }                                                                               \
   }
 
 // Q4_0 weights: 16 bytes per block, byte j = elements (2j, 2j+1) as signed int4 (low, high nibble).
-#define BLOCK_DOT_Q4_0(qa, blk)                                                                              \
-  const char16 v = as_char16(vload16(0, (global const uchar*)(qa + (blk) * 16)));                          \
-  const char16 w_even = (v << (char16)4) >> (char16)4, w_odd = v >> (char16)4;                              \
-  for (int c = 0; c < MV_NC; ++c) {                                                                          \
-    if (c < nc) {                                                                                            \
-      const long bb = bblk + c * nbk + kb;                                                                   \
-      const char16 x0 = vload16(0, qb + bb * 32), x1 = vload16(1, qb + bb * 32);                           \
-      const char16 x_even = (char16)(x0.even, x1.even), x_odd = (char16)(x0.odd, x1.odd);                   \
-      acc[c] += (float)(dot16(w_even, x_even) + dot16(w_odd, x_odd)) * (sa * vload_half(bb, db));           \
-    }                                                                                                        \
+#define BLOCK_DOT_Q4_0(qa, blk)                                                                   \
+  const char16 v = as_char16(vload16(0, (global const uchar*)(qa + (blk)*16)));                   \
+  const char16 w_even = (v << (char16)4) >> (char16)4, w_odd = v >> (char16)4;                    \
+  for (int c = 0; c < MV_NC; ++c) {                                                               \
+    if (c < nc) {                                                                                 \
+      const long bb = bblk + c * nbk + kb;                                                        \
+      const char16 x0 = vload16(0, qb + bb * 32), x1 = vload16(1, qb + bb * 32);                  \
+      const char16 x_even = (char16)(x0.even, x1.even), x_odd = (char16)(x0.odd, x1.odd);         \
+      acc[c] += (float)(dot16(w_even, x_even) + dot16(w_odd, x_odd)) * (sa * vload_half(bb, db)); \
+    }                                                                                             \
   }
 
 MUL_MAT_VEC_Q(mul_mat_vec_q8_0, 34, BLOCK_DOT_Q8_0)
@@ -151,35 +151,35 @@ MUL_MAT_VEC_Q(mul_mat_vec_q4_0, 18, BLOCK_DOT_Q4_0)
 // Native block weights (every type but Q4_0 / Q8_0, rows contiguous) times f32 b (rows contiguous,
 // already rounded as the CPU rounds it): weights decoded 32 at a time, f32 products.
 // Grid: (M groups, ceil(N / MV_NC), B2 * B3).
-#define MUL_MAT_VEC_NATIVE(NAME, TYPE)                                                                        \
-  kernel void NAME(global const char* a, ulong a_off, ulong4 anb, global const char* b, ulong b_off,          \
-                   ulong4 bnb, global char* d, ulong d_off, ulong4 dnb, long K, long N, long B2, long r2,     \
-                   long r3) {                                                                                 \
-    local float buf[MV_NC * MV_WG];                                                                           \
-    const long m = get_group_id(0), n0 = get_global_id(1) * MV_NC, batch = get_global_id(2);                  \
-    const long i2 = batch % B2, i3 = batch / B2;                                                              \
-    const int lid = get_local_id(0), nl = get_local_size(0);                                                  \
-    const int nc = (int)min((long)MV_NC, N - n0);                                                             \
-    const int chunks = (int)(block_elems(TYPE) / QK); /* 32-element chunks per block */                      \
-    global const char* arow = a + a_off + m * anb.s1 + (i2 / r2) * anb.s2 + (i3 / r3) * anb.s3;              \
-    global const char* bcol = b + b_off + n0 * bnb.s1 + i2 * bnb.s2 + i3 * bnb.s3;                           \
-    float acc[MV_NC];                                                                                         \
-    for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;                                                            \
-    for (long ch = lid; ch < K / QK; ch += nl) {                                                              \
-      float x[QK];                                                                                            \
-      load_chunk(arow, arow, ch / chunks, (int)(ch % chunks), TYPE, x);                                       \
-      for (int c = 0; c < MV_NC; ++c) {                                                                       \
-        if (c < nc) {                                                                                         \
-          global const float* y = (global const float*)(bcol + c * bnb.s1) + QK * ch;                         \
-          float s = 0.0f;                                                                                     \
-          for (int j = 0; j < QK; j += 4)                                                                     \
-            s += dot4((float4)(x[j], x[j + 1], x[j + 2], x[j + 3]), vload4(j / 4, y));                        \
-          acc[c] += s;                                                                                        \
-        }                                                                                                     \
-      }                                                                                                       \
-    }                                                                                                         \
-    mv_reduce(acc, buf);                                                                                      \
-    mv_store(buf, d, d_off, dnb, m, n0, nc, i2, i3);                                                          \
+#define MUL_MAT_VEC_NATIVE(NAME, TYPE)                                                                    \
+  kernel void NAME(global const char* a, ulong a_off, ulong4 anb, global const char* b, ulong b_off,      \
+                   ulong4 bnb, global char* d, ulong d_off, ulong4 dnb, long K, long N, long B2, long r2, \
+                   long r3) {                                                                             \
+    local float buf[MV_NC * MV_WG];                                                                       \
+    const long m = get_group_id(0), n0 = get_global_id(1) * MV_NC, batch = get_global_id(2);              \
+    const long i2 = batch % B2, i3 = batch / B2;                                                          \
+    const int lid = get_local_id(0), nl = get_local_size(0);                                              \
+    const int nc = (int)min((long)MV_NC, N - n0);                                                         \
+    const int chunks = (int)(block_elems(TYPE) / QK); /* 32-element chunks per block */                   \
+    global const char* arow = a + a_off + m * anb.s1 + (i2 / r2) * anb.s2 + (i3 / r3) * anb.s3;           \
+    global const char* bcol = b + b_off + n0 * bnb.s1 + i2 * bnb.s2 + i3 * bnb.s3;                        \
+    float acc[MV_NC];                                                                                     \
+    for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;                                                        \
+    for (long ch = lid; ch < K / QK; ch += nl) {                                                          \
+      float x[QK];                                                                                        \
+      load_chunk(arow, arow, ch / chunks, (int)(ch % chunks), TYPE, x);                                   \
+      for (int c = 0; c < MV_NC; ++c) {                                                                   \
+        if (c < nc) {                                                                                     \
+          global const float* y = (global const float*)(bcol + c * bnb.s1) + QK * ch;                     \
+          float s = 0.0f;                                                                                 \
+          for (int j = 0; j < QK; j += 4)                                                                 \
+            s += dot4((float4)(x[j], x[j + 1], x[j + 2], x[j + 3]), vload4(j / 4, y));                    \
+          acc[c] += s;                                                                                    \
+        }                                                                                                 \
+      }                                                                                                   \
+    }                                                                                                     \
+    mv_reduce(acc, buf);                                                                                  \
+    mv_store(buf, d, d_off, dnb, m, n0, nc, i2, i3);                                                      \
   }
 
 MUL_MAT_VEC_NATIVE(mul_mat_vec_q4_1, T_Q4_1)

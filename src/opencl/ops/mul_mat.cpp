@@ -158,7 +158,8 @@ cl_ulong4 f32_strides(int64_t k, int64_t n, int64_t b2) {
 }
 
 // b as contiguous f32 rows (mode 0), Q8_0 blocks in device layout (mode 1), or f32 rounded through
-// Q8_0 (mode 2), Q8_K (3), to f16 (4) or bf16 (5), in `out` (sized by the caller). Returns the byte offset of the scales (mode 1).
+// Q8_0 (mode 2), Q8_K (3), to f16 (4) or bf16 (5), in `out` (sized by the caller). Returns the byte offset of
+// the scales (mode 1).
 size_t prepare_b(const device::OpContext& ctx, const Tensor& b, const Shape& s, const device::Scratch& out,
                  cl_int mode) {
   const TensorArg bt = tensor_arg(ctx, b);
@@ -281,8 +282,8 @@ void run_gemm(const device::OpContext& ctx, Tensor& node, const Tensor& a, const
   // b: in place when it is f32 with element-aligned rows (and no rounding is due).
   TensorArg bt = tensor_arg(ctx, b);
   device::Scratch b_conv;
-  const bool b_direct = f32_b_mode(a.type) == 0 && b.type == DType::F32 && b.nb[0] == sizeof(float) && b.nb[1] % 4 == 0 &&
-                        b.nb[2] % 4 == 0 && b.nb[3] % 4 == 0 && bt.offset % 4 == 0;
+  const bool b_direct = f32_b_mode(a.type) == 0 && b.type == DType::F32 && b.nb[0] == sizeof(float) &&
+                        b.nb[1] % 4 == 0 && b.nb[2] % 4 == 0 && b.nb[3] % 4 == 0 && bt.offset % 4 == 0;
   if (!b_direct) {
     b_conv = device::Scratch(*ctx.pool, static_cast<size_t>(s.k * s.n * s.b2 * s.b3) * sizeof(float));
     prepare_b(ctx, b, s, b_conv, f32_b_mode(a.type));
