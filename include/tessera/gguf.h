@@ -116,6 +116,11 @@ struct OpenOptions {
   // false: read the whole file into memory (costs its size in RAM and the read time at open, and
   // later changes to the file cannot affect the process).
   bool mmap = true;
+  // Read only the header, the keys and the tensor infos (from the file's start, as far as they
+  // go), neither mapping nor reading the tensors: tensor_data() is then nullptr and read_tensor()
+  // reads a tensor from the file. For a process that computes with a part of a file's tensors (a
+  // pipeline stage), whose address space the whole file might not fit. `mmap` is ignored.
+  bool metadata_only = false;
 };
 
 class File {
@@ -163,8 +168,11 @@ class File {
 
   const std::vector<TensorInfo>& tensors() const noexcept;
   const TensorInfo* find_tensor(std::string_view name) const noexcept;
-  // Address of a tensor's bytes inside the mapping.
+  // Address of a tensor's bytes inside the mapping (nullptr when opened metadata_only).
   const std::byte* tensor_data(const TensorInfo& info) const noexcept;
+  // Copies a tensor's info.nbytes bytes to dst: from the mapping, or read from the file when it was
+  // opened metadata_only (Error(Io) when the read fails or the file has shrunk since).
+  void read_tensor(const TensorInfo& info, void* dst) const;
   // Drops the whole pages of [p, p + n) from memory once they are copied elsewhere (a mapped file
   // reads them again on access); nothing for a file read into memory or bytes given to parse.
   void release_pages(const std::byte* p, size_t n) const noexcept;

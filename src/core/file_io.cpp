@@ -30,12 +30,17 @@ ReadableFile open_for_reading(const std::string& path) {
 }
 
 size_t read_at_start(const ReadableFile& file, void* dst, size_t n, const std::string& path) {
+  return read_at(file.fd, 0, dst, n, path);
+}
+
+size_t read_at(const Fd& fd, size_t offset, void* dst, size_t n, const std::string& path) {
   size_t done = 0;
   while (done < n) {
     const ssize_t got =
-        ::pread(file.fd.get(), static_cast<char*>(dst) + done, n - done, static_cast<off_t>(done));
+        ::pread(fd.get(), static_cast<char*>(dst) + done, n - done, static_cast<off_t>(offset + done));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) raise(ErrorCode::Io, "cannot read {} at byte {}: {}", path, done, std::strerror(errno));
+    if (got < 0)
+      raise(ErrorCode::Io, "cannot read {} at byte {}: {}", path, offset + done, std::strerror(errno));
     if (got == 0) break;
     done += static_cast<size_t>(got);
   }

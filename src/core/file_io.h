@@ -35,6 +35,8 @@ ReadableFile open_for_reading(const std::string& path);
 // Reads n bytes from the file's start into dst (EINTR retried); returns how many there were
 // (fewer when the file ended first).
 size_t read_at_start(const ReadableFile& file, void* dst, size_t n, const std::string& path);
+// Reads n bytes from byte `offset` of an open file into dst, likewise.
+size_t read_at(const Fd& fd, size_t offset, void* dst, size_t n, const std::string& path);
 
 // Writes `path` through emit(write): the bytes go to "<path>.tmp.<pid>" (a name of this process's
 // own: two programs saving one path each rename a whole file), which is flushed, synced and

@@ -1,9 +1,11 @@
 #pragma once
 // Internals shared by the GGUF reader, writer and loader.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/file_io.h"
 #include "tessera/gguf.h"
 
 namespace tessera::gguf {
@@ -23,7 +25,10 @@ struct Mapping {
 struct File::Impl {
   std::string source;
   std::unique_ptr<Mapping> mapping;  // null when parsing caller-owned bytes
-  std::span<const std::byte> bytes;
+  std::span<const std::byte> bytes;  // the whole file, or (metadata only) a prefix holding its infos
+  size_t file_size = 0;
+  // OpenOptions::metadata_only: the open file, which read_tensor reads from.
+  std::optional<file_io::ReadableFile> file;
   uint32_t version = 3;
   size_t alignment = kDefaultAlignment;
   size_t data_offset = 0;

@@ -63,10 +63,17 @@ size_t scalar_size(ValueType t) noexcept {
 bool is_value_type(int32_t t) noexcept { return t >= 0 && t <= static_cast<int32_t>(ValueType::F64); }
 
 // A bounds-checked cursor. Field names are built by callables, only when an error is reported.
+// Thrown when the bytes at hand (a prefix of the file: OpenOptions::metadata_only) end before the
+// file does: `end` bytes from the start are needed.
+struct NeedMoreBytes {
+  size_t end;
+};
+
 class Parser {
  public:
-  Parser(std::span<const std::byte> bytes, const std::string& source)
-      : data_(bytes.data()), size_(bytes.size()), source_(source) {}
+  // `size`: the file's size, for every bound; `bytes` may be a prefix of it (NeedMoreBytes).
+  Parser(std::span<const std::byte> bytes, const std::string& source, size_t size)
+      : data_(bytes.data()), have_(bytes.size()), size_(size), source_(source) {}
 
   size_t pos() const noexcept { return pos_; }
   size_t size() const noexcept { return size_; }
@@ -87,6 +94,7 @@ class Parser {
   template <typename T, typename Field>
   T read(const Field& field) {
     need(sizeof(T), field);
+    have(sizeof(T));
     T v;
     std::memcpy(&v, data_ + pos_, sizeof v);
     pos_ += sizeof v;
@@ -101,6 +109,7 @@ class Parser {
     if (len > remaining())
       fail(at, field(),
            fmt::format("string length {} runs past the end of the file ({} bytes remain)", len, remaining()));
+    have(static_cast<size_t>(len));
     std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
     pos_ += static_cast<size_t>(len);
     return s;
@@ -108,13 +117,15 @@ class Parser {
 
   template <typename T>
   std::vector<T> read_numbers(size_t count) {
-    std::vector<T> v(count);  // the caller checked count * sizeof(T) <= remaining()
+    have(count * sizeof(T));  // the caller checked count * sizeof(T) <= remaining()
+    std::vector<T> v(count);
     if (count != 0) std::memcpy(v.data(), data_ + pos_, count * sizeof(T));
     pos_ += count * sizeof(T);
     return v;
   }
 
   std::vector<bool> read_bools(size_t count) {
+    have(count);
     std::vector<bool> v(count);
     for (size_t i = 0; i < count; ++i) v[i] = data_[pos_ + i] != std::byte{0};
     pos_ += count;
@@ -122,7 +133,13 @@ class Parser {
   }
 
  private:
+  // The next n bytes (within the file) are at hand, or NeedMoreBytes.
+  void have(size_t n) const {
+    if (n > have_ - pos_) throw NeedMoreBytes{pos_ + n};
+  }
+
   const std::byte* data_;
+  size_t have_;
   size_t size_;
   size_t pos_ = 0;
   const std::string& source_;
@@ -389,7 +406,7 @@ void check_tensor_data(const Parser& p, File::Impl& f, const std::vector<size_t>
 }
 
 void parse_into(File::Impl& f) {
-  Parser p(f.bytes, f.source);
+  Parser p(f.bytes, f.source, f.file_size);
   int64_t n_tensors = 0, n_kv = 0;
   parse_header(p, f, n_tensors, n_kv);
   TESSERA_ASSERT(p.pos() == kHeaderBytes);
@@ -413,11 +430,40 @@ File& File::operator=(File&&) noexcept = default;
 File::~File() = default;
 
 File File::open(const std::string& path, const OpenOptions& options) {
-  const file_io::ReadableFile file = file_io::open_for_reading(path);
+  file_io::ReadableFile file = file_io::open_for_reading(path);
   auto impl = std::make_unique<Impl>();
   impl->source = path;
   impl->mapping = std::make_unique<Mapping>();
   const size_t size = file.size;
+  impl->file_size = size;
+  if (options.metadata_only) {
+    // A prefix large enough for the infos: start at 1 MiB, grow as far as the parser asks.
+    impl->mapping->mapped = false;
+    size_t have = std::min<size_t>(size, size_t{1} << 20);
+    for (;;) {
+      void* address = std::realloc(impl->mapping->address, std::max<size_t>(have, 1));
+      if (address == nullptr)
+        raise(ErrorCode::OutOfMemory, "cannot read {}: no memory for its first {} bytes", path, have);
+      impl->mapping->address = address;
+      impl->mapping->size = have;
+      const size_t done = file_io::read_at_start(file, address, have, path);
+      if (done < have) raise(ErrorCode::Io, "cannot read {}: it ended at byte {} of {}", path, done, size);
+      impl->bytes = std::span(static_cast<const std::byte*>(address), have);
+      try {
+        parse_into(*impl);
+        break;
+      } catch (const NeedMoreBytes& more) {
+        have = std::min(size, std::max(more.end, 2 * have));
+        auto fresh = std::make_unique<Impl>();  // what the failed parse filled in, dropped
+        fresh->source = path;
+        fresh->mapping = std::move(impl->mapping);
+        fresh->file_size = size;
+        impl = std::move(fresh);
+      }
+    }
+    impl->file.emplace(std::move(file));
+    return File(std::move(impl));
+  }
   if (size > 0 && options.mmap) {
     void* address = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd.get(), 0);
     if (address == MAP_FAILED)
@@ -446,6 +492,7 @@ File File::parse(std::span<const std::byte> bytes, std::string source) {
   auto impl = std::make_unique<Impl>();
   impl->source = std::move(source);
   impl->bytes = bytes;
+  impl->file_size = bytes.size();
   parse_into(*impl);
   return File(std::move(impl));
 }
@@ -453,7 +500,7 @@ File File::parse(std::span<const std::byte> bytes, std::string source) {
 uint32_t File::version() const noexcept { return impl_->version; }
 size_t File::alignment() const noexcept { return impl_->alignment; }
 size_t File::data_offset() const noexcept { return impl_->data_offset; }
-size_t File::file_size() const noexcept { return impl_->bytes.size(); }
+size_t File::file_size() const noexcept { return impl_->file_size; }
 const std::string& File::source() const noexcept { return impl_->source; }
 std::span<const std::byte> File::bytes() const noexcept { return impl_->bytes; }
 const std::vector<std::pair<std::string, Value>>& File::kvs() const noexcept { return impl_->kvs; }
@@ -482,7 +529,21 @@ void File::release_pages(const std::byte* p, size_t n) const noexcept {
 }
 
 const std::byte* File::tensor_data(const TensorInfo& info) const noexcept {
+  if (impl_->file) return nullptr;
   return impl_->bytes.data() + impl_->data_offset + info.offset;
+}
+
+void File::read_tensor(const TensorInfo& info, void* dst) const {
+  if (!impl_->file) {
+    if (info.nbytes > 0) std::memcpy(dst, tensor_data(info), info.nbytes);
+    return;
+  }
+  const size_t at = impl_->data_offset + static_cast<size_t>(info.offset);
+  const size_t done = file_io::read_at(impl_->file->fd, at, dst, info.nbytes, impl_->source);
+  if (done < info.nbytes)
+    raise(ErrorCode::Io,
+          "cannot read tensor {} of {}: the file ended at byte {} (it has changed since it was opened)",
+          info.name, impl_->source, at + done);
 }
 
 const Value& File::get(std::string_view key) const {

@@ -338,14 +338,17 @@ Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoePara
   const Hparams& h = m.hparams();
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
-  Tensor* x = named(ops::get_rows(ctx, m.token_embd(), b.tokens), "embd", -1);
-  if (h.embedding_scale != 0.0f) x = named(ops::scale(ctx, x, h.embedding_scale), "embd_scaled", -1);
+  Tensor* x = b.stage_input([&] {
+    Tensor* e = named(ops::get_rows(ctx, m.token_embd(), b.tokens), "embd", -1);
+    if (h.embedding_scale != 0.0f) e = named(ops::scale(ctx, e, h.embedding_scale), "embd_scaled", -1);
+    return e;
+  });
   // Granite scales each block's output before its residual add (llama.cpp: cur * s + x).
   const auto residual = [&](Tensor* out, const char* what, int64_t il) {
     if (h.residual_scale == 0.0f) return named(ops::add(ctx, x, out), what, il);
     return named(ops::add(ctx, ops::scale(ctx, out, h.residual_scale), x), what, il);
   };
-  for (int64_t il = 0; il < h.n_layer; ++il) {
+  for (int64_t il = m.first_layer(); il < m.end_layer(); ++il) {
     const Layer& l = m.layers()[static_cast<size_t>(il)];
     AttentionParams lp = ap;
     lp.use_rope = ap.use_rope && h.rope_layer(il);
@@ -366,6 +369,7 @@ Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoePara
     }
     x = residual(cur, "l_out", il);
   }
+  if (!m.last_stage()) return x;
   x = b.select_outputs(x);
   x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
   if (b.embeddings) return x;
@@ -380,9 +384,11 @@ Tensor* sandwich_norm_decoder(GraphBuild& b,
   const Model& m = b.model;
   const Hparams& h = m.hparams();
   auto named = GraphBuild::named;
-  Tensor* x = named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1);
-  x = named(ops::scale(b.ctx, x, std::sqrt(static_cast<float>(h.n_embd))), "embd_scaled", -1);
-  for (int64_t il = 0; il < h.n_layer; ++il) {
+  Tensor* x = b.stage_input([&] {
+    Tensor* e = named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1);
+    return named(ops::scale(b.ctx, e, std::sqrt(static_cast<float>(h.n_embd))), "embd_scaled", -1);
+  });
+  for (int64_t il = m.first_layer(); il < m.end_layer(); ++il) {
     const Layer& l = m.layers()[static_cast<size_t>(il)];
     Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
     cur = attention(b, l, il, cur, attention_of_layer(b, il));
@@ -393,6 +399,7 @@ Tensor* sandwich_norm_decoder(GraphBuild& b,
     cur = rms_norm(b, cur, l.post_ffn_norm, h.rms_eps, "ffn_post_norm", il);
     x = named(ops::add(b.ctx, cur, x), "l_out", il);
   }
+  if (!m.last_stage()) return x;
   x = b.select_outputs(x);
   x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
   if (b.embeddings) return x;
@@ -407,7 +414,7 @@ void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const H
   // Re-roping by a difference is exact only for a rope that rotates without scaling magnitudes.
   if (h.rope_yarn_ext_factor != 0.0f)
     raise(ErrorCode::Unsupported, "shifting positions is not supported with YaRN rope scaling");
-  for (int64_t il = 0; il < h.n_layer; ++il) {
+  for (int64_t il = b.model.first_layer(); il < b.model.end_layer(); ++il) {
     if (!h.rope_layer(il)) continue;  // its K carries no position
     Tensor* k_cache = b.cache.k(il);
     Tensor* heads = ops::reshape(b.ctx, k_cache, h.head_dim(), h.n_head_kv, k_cache->ne[1]);

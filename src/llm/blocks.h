@@ -39,6 +39,15 @@ struct GraphBuild {
   std::vector<std::pair<int32_t, Tensor*>> masks;  // (window, F32 [n_kv, n_tokens]); 0: no window
   // Encoders: F32 [n_tokens, n_tokens], 0 where two batch tokens share a sequence, else -inf.
   Tensor* seq_mask = nullptr;
+  // A later pipeline stage's input (Model::first_stage() false): F32 [n_embd, n_tokens], the
+  // hidden states the previous stage computed.
+  Tensor* hidden_in = nullptr;
+
+  // The first layer's input: hidden_in on a later pipeline stage, else what embed() builds.
+  template <typename Embed>
+  Tensor* stage_input(Embed&& embed) {
+    return hidden_in != nullptr ? hidden_in : embed();
+  }
 
   // The KQ mask for a sliding window (0: none), made on first use.
   Tensor* kq_mask(int32_t window);
@@ -136,6 +145,10 @@ Tensor* gelu_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur);
 
 // c * tanh(x / c): soft-capping of attention or output logits.
 Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il);
+
+// Every decoder below computes the model's layers (Model::first_layer() to end_layer()) only; a
+// pipeline stage that is not the last returns every token's hidden state after its last layer
+// ([n_embd, n_tokens]: the next stage's input) instead of logits.
 
 // The pre-norm decoder that llama, qwen2, qwen3, qwen3moe, phi3, granite, granitemoe, olmoe and
 // smollm3 share: x = embeddings (times Hparams::embedding_scale when set); per layer

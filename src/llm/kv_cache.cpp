@@ -32,13 +32,15 @@ KvCache::KvCache(const Model& model, int64_t n_cells, DType type) : KvCache(n_ce
   const int64_t n_embd_kv = h.n_embd_kv(), n_embd_v_kv = h.n_embd_v_kv();
   std::vector<Tensor*> host;
   std::vector<std::vector<Tensor*>> on_device(model.devices().size());  // per device of the model's
-  for (int64_t il = 0; il < h.n_layer; ++il) {
+  k_.assign(static_cast<size_t>(h.n_layer), nullptr);
+  v_.assign(static_cast<size_t>(h.n_layer), nullptr);
+  for (int64_t il = model.first_layer(); il < model.end_layer(); ++il) {
     Tensor* k = ctx_.new_tensor(type, n_embd_kv, n_cells);
     Tensor* v = ctx_.new_tensor(type, n_cells, n_embd_v_kv);
     k->name = fmt::format("cache_k.{}", il);
     v->name = fmt::format("cache_v.{}", il);
-    k_.push_back(k);
-    v_.push_back(v);
+    k_[static_cast<size_t>(il)] = k;
+    v_[static_cast<size_t>(il)] = v;
     // Each layer's cells live with its weights (on the device of its range when layers are split).
     Device* d = model.layer_device(il);
     auto& list =
@@ -68,15 +70,64 @@ KvCache::KvCache(const Model& model, int64_t n_cells, DType type) : KvCache(n_ce
 KvCache::~KvCache() = default;
 
 Tensor* KvCache::k(int64_t il) const {
-  if (il < 0 || il >= static_cast<int64_t>(k_.size()))
+  if (il < 0 || il >= static_cast<int64_t>(k_.size()) || k_[static_cast<size_t>(il)] == nullptr)
     raise(ErrorCode::InvalidArgument, "KV cache has no K tensor for layer {} ({} layers)", il, k_.size());
   return k_[static_cast<size_t>(il)];
 }
 
 Tensor* KvCache::v(int64_t il) const {
-  if (il < 0 || il >= static_cast<int64_t>(v_.size()))
+  if (il < 0 || il >= static_cast<int64_t>(v_.size()) || v_[static_cast<size_t>(il)] == nullptr)
     raise(ErrorCode::InvalidArgument, "KV cache has no V tensor for layer {} ({} layers)", il, v_.size());
   return v_[static_cast<size_t>(il)];
+}
+
+std::vector<int32_t> KvCache::save_cells() const {
+  std::vector<int32_t> out{static_cast<int32_t>(size()), static_cast<int32_t>(n_ranges_),
+                           needs_k_shift_ ? 1 : 0};
+  for (const KvCell& c : cells_) {
+    out.push_back(c.pos);
+    out.push_back(c.shift);
+    out.push_back(static_cast<int32_t>(c.seqs.size()));
+    out.insert(out.end(), c.seqs.begin(), c.seqs.end());
+  }
+  return out;
+}
+
+void KvCache::load_cells(std::span<const int32_t> numbers) {
+  size_t at = 0;
+  const auto next = [&] {
+    if (at >= numbers.size()) raise(ErrorCode::InvalidArgument, "KV cells: the numbers end at {}", at);
+    return numbers[at++];
+  };
+  if (const int32_t n = next(); n != size())
+    raise(ErrorCode::InvalidArgument, "KV cells: {} cells given for a cache of {}", n, size());
+  const int32_t ranges = next();
+  const int32_t shift = next();
+  if (ranges < 0 || ranges > size() || (shift != 0 && shift != 1))
+    raise(ErrorCode::InvalidArgument, "KV cells: malformed header");
+  std::vector<KvCell> cells(cells_.size());
+  int64_t used = 0;
+  for (KvCell& c : cells) {
+    c.pos = next();
+    c.shift = next();
+    const int32_t n = next();
+    if (n < 0 || static_cast<size_t>(n) > numbers.size() - at)
+      raise(ErrorCode::InvalidArgument, "KV cells: malformed cell");
+    c.seqs.assign(numbers.begin() + static_cast<std::ptrdiff_t>(at),
+                  numbers.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += static_cast<size_t>(n);
+    if (!std::is_sorted(c.seqs.begin(), c.seqs.end()) ||
+        std::adjacent_find(c.seqs.begin(), c.seqs.end()) != c.seqs.end() ||
+        (!c.seqs.empty() && c.seqs.front() < 0))
+      raise(ErrorCode::InvalidArgument, "KV cells: a cell's sequences are not sorted, unique ids");
+    used += c.free() ? 0 : 1;
+  }
+  if (at != numbers.size())
+    raise(ErrorCode::InvalidArgument, "KV cells: {} numbers too many", numbers.size() - at);
+  cells_ = std::move(cells);
+  used_ = used;
+  n_ranges_ = ranges;
+  needs_k_shift_ = shift != 0;
 }
 
 int64_t KvCache::used_end() const noexcept {

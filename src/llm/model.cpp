@@ -116,6 +116,28 @@ Hparams read_hparams(const gguf::File& f) {
 
 Model::~Model() = default;
 
+std::vector<size_t> split_by_shares(int64_t n, std::span<const double> shares, std::string_view what) {
+  double sum = 0.0;
+  for (double x : shares) {
+    if (!(x >= 0.0) || !std::isfinite(x))
+      raise(ErrorCode::InvalidArgument, "{}: share {} is not a finite number >= 0", what, x);
+    sum += x;
+  }
+  if (!(sum > 0.0)) raise(ErrorCode::InvalidArgument, "{}: the shares sum to 0", what);
+  std::vector<size_t> part(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (int64_t r = 0; r < n; ++r) {
+    const double at = (static_cast<double>(r) + 0.5) / static_cast<double>(n) * sum;
+    double cumulative = 0.0;
+    size_t p = 0;
+    for (; p + 1 < shares.size(); ++p) {
+      cumulative += shares[p];
+      if (at < cumulative) break;
+    }
+    part[static_cast<size_t>(r)] = p;
+  }
+  return part;
+}
+
 void Model::resolve_devices(const LoadOptions& options) {
   n_gpu_layers_ = std::max(0, options.n_gpu_layers);
   if (n_gpu_layers_ == 0 && options.device.empty()) return;
@@ -153,7 +175,7 @@ void Model::resolve_devices(const LoadOptions& options) {
     else
       named.push_back(pick);
   }
-  if (options.split_mode == SplitMode::None && named.size() > 1) named.resize(1);
+  if (options.split_mode == SplitMode::None && named.size() > 1) named.erase(named.begin() + 1, named.end());
   if (!options.tensor_split.empty() && options.tensor_split.size() != named.size())
     raise(ErrorCode::InvalidArgument, "--tensor-split gives {} shares for {} devices",
           options.tensor_split.size(), named.size());
@@ -164,35 +186,19 @@ void Model::resolve_devices(const LoadOptions& options) {
   // Shares of the offloaded layers: as given, else by the devices' total memory (equal when unknown).
   std::vector<double> share(named.size(), 1.0);
   for (size_t i = 0; i < named.size(); ++i) {
-    if (!options.tensor_split.empty()) {
-      const float x = options.tensor_split[i];
-      if (!(x >= 0.0f) || !std::isfinite(x))
-        raise(ErrorCode::InvalidArgument, "--tensor-split: share {} is not a finite number >= 0", x);
-      share[i] = x;
-    } else if (const size_t total = named[i]->memory().total; total > 0) {
+    if (!options.tensor_split.empty())
+      share[i] = options.tensor_split[i];
+    else if (const size_t total = named[i]->memory().total; total > 0)
       share[i] = static_cast<double>(total);
-    }
   }
-  double sum = 0.0;
-  for (double x : share) sum += x;
-  if (!(sum > 0.0)) raise(ErrorCode::InvalidArgument, "--tensor-split: the shares sum to 0");
-  // Offloaded layer r of n_off goes to the first device whose cumulative share passes (r + 0.5) /
-  // n_off, so each device takes a contiguous range as close to its share as whole layers allow; the
-  // output layer goes with the last offloaded layer.
+  // The output layer goes with the last offloaded layer.
   const int64_t n_layer = hparams_.n_layer;
   const int64_t n_off = std::min<int64_t>(n_gpu_layers_, n_layer);
   const int64_t first = n_layer - n_off;
+  const std::vector<size_t> part = split_by_shares(n_off, share, "--tensor-split");
   layer_device_.assign(static_cast<size_t>(n_layer + 1), nullptr);
-  for (int64_t r = 0; r < n_off; ++r) {
-    const double at = (static_cast<double>(r) + 0.5) / static_cast<double>(n_off) * sum;
-    double cumulative = 0.0;
-    size_t d = 0;
-    for (; d + 1 < named.size(); ++d) {
-      cumulative += share[d];
-      if (at < cumulative) break;
-    }
-    layer_device_[static_cast<size_t>(first + r)] = named[d];
-  }
+  for (int64_t r = 0; r < n_off; ++r)
+    layer_device_[static_cast<size_t>(first + r)] = named[part[static_cast<size_t>(r)]];
   if (n_gpu_layers_ > n_layer)
     layer_device_[static_cast<size_t>(n_layer)] =
         n_off > 0 ? layer_device_[static_cast<size_t>(n_layer - 1)] : named.back();
@@ -205,6 +211,13 @@ size_t Model::weight_bytes() const noexcept {
   size_t total = 0;
   for (const auto& [t, where] : placed_) total += t->nbytes();
   return total;
+}
+
+bool Model::in_stage(int64_t where) const noexcept {
+  if (where >= 0) return where >= stage_.first && where < stage_.end;
+  if (where == kPlaceInput) return first_stage();
+  if (where == kPlaceOutput) return last_stage();
+  return true;  // every layer's (rope factors)
 }
 
 Device* Model::weight_device(int64_t where) const noexcept {
@@ -324,10 +337,22 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
-  m->file_ = std::make_unique<gguf::File>(gguf::File::open(path, {.mmap = options.use_mmap}));
-  m->interleave_ = options.use_mmap;
+  const bool stage = options.stage.has_value();
+  m->file_ = std::make_unique<gguf::File>(
+      gguf::File::open(path, {.mmap = options.use_mmap, .metadata_only = stage}));
+  m->interleave_ = options.use_mmap || stage;  // a stage's weights are read, never held twice
   const gguf::File& f = *m->file_;
   m->hparams_ = read_hparams(f);
+  m->stage_ = {0, m->hparams_.n_layer};
+  if (stage) {
+    const LayerRange r = *options.stage;
+    if (r.first < 0 || r.first >= r.end || r.end > m->hparams_.n_layer)
+      raise(ErrorCode::InvalidArgument, "pipeline stage of layers [{}, {}): the model has layers [0, {})",
+            r.first, r.end, m->hparams_.n_layer);
+    if (m->hparams_.encoder)
+      raise(ErrorCode::Unsupported, "'{}' is an encoder: it does not run as a pipeline", m->hparams_.arch);
+    m->stage_ = r;
+  }
   WeightPlan plan(m->w_, m->hparams_);
   architecture(m->hparams_.arch).declare_weights(plan);
 
@@ -378,6 +403,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 
   std::unordered_map<const Tensor*, const gguf::TensorInfo*> source;
   for (const Found& x : found) {
+    if (!m->in_stage(x.spec->where)) continue;  // another stage's
     Tensor* t = m->ctx_.new_tensor(*x.info->type, x.spec->ne[0], x.spec->ne[1], x.spec->ne[2]);
     t->name = x.spec->name;
     t->flags |= kFlagWeight;
@@ -390,7 +416,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     source.emplace(t, x.info);
   }
   m->place_weights([&](const Tensor& t) -> const void* { return f.tensor_data(*source.at(&t)); },
-                   [](const Tensor&, void*) {}, options.progress);
+                   [&](const Tensor& t, void* dst) { f.read_tensor(*source.at(&t), dst); }, options.progress);
   return m;
 }
 
@@ -412,6 +438,8 @@ std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOpt
   h.n_rot = spec.n_embd / spec.n_head;
   h.n_vocab = spec.n_vocab;
   h.rope_n_ctx_orig = spec.n_ctx_train;
+  if (options.stage) raise(ErrorCode::Unsupported, "a synthetic model does not run as a pipeline stage");
+  m->stage_ = {0, h.n_layer};
   m->resolve_devices(options);
   h.n_embd_head_k = h.n_embd_head_v = h.n_rot;
   WeightPlan plan(m->w_, h);

@@ -25,6 +25,13 @@ Tensor* new_input(Context& ctx, int64_t n, const char* name) {
   return t;
 }
 
+Tensor* new_hidden_input(Context& ctx, int64_t n_embd, int64_t n_tokens) {
+  Tensor* t = ctx.new_tensor(DType::F32, n_embd, n_tokens);
+  t->name = "inp_hidden";
+  t->flags |= kFlagInput;
+  return t;
+}
+
 }  // namespace
 
 Session::Session(const Model& model, const SessionOptions& options)
@@ -78,21 +85,50 @@ void Session::validate(const Batch& b) const {
           free_cells, cache_->size());
 }
 
-const std::vector<float>& Session::decode(const Batch& batch) {
+const std::vector<float>& Session::decode(const Batch& batch) { return decode(batch, {}); }
+
+const std::vector<float>& Session::decode(const Batch& batch, std::span<const float> hidden) {
   validate(batch);
+  const auto n_embd = static_cast<size_t>(model_.hparams().n_embd);
+  if (model_.first_stage() != hidden.empty() || (!hidden.empty() && hidden.size() != batch.size() * n_embd))
+    raise(ErrorCode::InvalidArgument,
+          "decode: a pipeline stage of layers [{}, {}) takes {} hidden states, {} given",
+          model_.first_layer(), model_.end_layer(), model_.first_stage() ? 0 : batch.size() * n_embd,
+          hidden.size());
   if (model_.hparams().encoder && static_cast<int64_t>(batch.size()) > options_.n_batch)
     raise(ErrorCode::InvalidArgument,
           "{} tokens are more than the batch of {}: an encoder sees each sequence whole, in one batch",
           batch.size(), options_.n_batch);
+  if (link_ != nullptr) link_->begin(*cache_);
   if (cache_->needs_k_shift()) apply_k_shift();
   logits_.clear();
   std::vector<float> part;
   const size_t step = static_cast<size_t>(options_.n_batch);
   for (size_t start = 0; start < batch.size(); start += step) {
-    eval(batch, start, std::min(batch.size() - start, step), part);
-    logits_.insert(logits_.end(), part.begin(), part.end());
+    const size_t n = std::min(batch.size() - start, step);
+    eval(batch, start, n, hidden.empty() ? hidden : hidden.subspan(start * n_embd, n * n_embd), part);
+    if (link_ != nullptr)
+      link_->forward(batch, start, n, part);
+    else
+      logits_.insert(logits_.end(), part.begin(), part.end());
   }
+  if (link_ != nullptr) link_->finish(logits_);
   return logits_;
+}
+
+void Session::set_stage_link(StageLink* link) {
+  if (link != nullptr && (!model_.first_stage() || model_.last_stage()))
+    raise(ErrorCode::InvalidArgument, "a stage link belongs to the first stage of a pipeline of several");
+  link_ = link;
+}
+
+std::vector<Tensor*> Session::graph_inputs(const GraphBuild& b) const {
+  std::vector<Tensor*> inputs{b.tokens, b.positions};
+  if (b.hidden_in != nullptr) inputs.push_back(b.hidden_in);
+  if (b.out_ids != nullptr) inputs.push_back(b.out_ids);
+  for (const auto& [window, mask] : b.masks) inputs.push_back(mask);
+  if (b.seq_mask != nullptr) inputs.push_back(b.seq_mask);
+  return inputs;
 }
 
 const std::vector<float>& Session::decode(std::span<const int32_t> tokens, bool all_logits) {
@@ -108,7 +144,8 @@ const std::vector<float>& Session::decode(std::span<const int32_t> tokens, bool 
   return decode(b);
 }
 
-void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float>& out) {
+void Session::eval(const Batch& batch, size_t start, size_t n, std::span<const float> hidden,
+                   std::vector<float>& out) {
   const std::span<const SeqId> seqs(batch.seq_ids.data() + start, n);
   const std::vector<int64_t> cells = cache_->find_slots(seqs);  // room checked by validate
   const std::span<const Pos> pos(batch.positions.data() + start, n);
@@ -132,10 +169,12 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
     if (batch.logits[start + t]) b.out_rows.push_back(static_cast<int32_t>(t));
   }
   // A batch that wants no logits still runs (to fill the cache); its last row is computed unread.
-  const bool wants_logits = !b.out_rows.empty();
-  if (!wants_logits) b.out_rows.push_back(static_cast<int32_t>(n - 1));
+  // A stage before the last gives every row to the next.
+  const bool wants_logits = !b.out_rows.empty() || !model_.last_stage();
+  if (b.out_rows.empty()) b.out_rows.push_back(static_cast<int32_t>(n - 1));
   b.tokens = new_input(ctx, b.n_tokens, "inp_tokens");
   b.positions = new_input(ctx, b.n_tokens, "inp_pos");
+  if (!model_.first_stage()) b.hidden_in = new_hidden_input(ctx, model_.hparams().n_embd, b.n_tokens);
 
   Tensor* logits = arch_.build(b);
   graph.expand(logits);
@@ -161,12 +200,9 @@ void Session::eval(const Batch& batch, size_t start, size_t n, std::vector<float
     }
   }
 
-  std::vector<Tensor*> inputs{b.tokens, b.positions};
-  if (b.out_ids != nullptr) inputs.push_back(b.out_ids);
-  for (const auto& [window, mask] : b.masks) inputs.push_back(mask);
-  if (b.seq_mask != nullptr) inputs.push_back(b.seq_mask);
-  place_inputs(inputs);
+  place_inputs(graph_inputs(b));
   std::memcpy(b.tokens->data, batch.tokens.data() + start, n * sizeof(int32_t));
+  if (b.hidden_in != nullptr) std::memcpy(b.hidden_in->data, hidden.data(), hidden.size_bytes());
   if (b.seq_mask != nullptr) {  // an encoder's tokens see their own sequence's, in this batch
     auto* m = static_cast<float*>(b.seq_mask->data);
     for (size_t q = 0; q < n; ++q)
@@ -217,12 +253,9 @@ void Session::reserve(int64_t n_outputs) {
   for (int64_t t = b.n_tokens - n_outputs; t < b.n_tokens; ++t) b.out_rows.push_back(static_cast<int32_t>(t));
   b.tokens = new_input(ctx, b.n_tokens, "inp_tokens");
   b.positions = new_input(ctx, b.n_tokens, "inp_pos");
+  if (!model_.first_stage()) b.hidden_in = new_hidden_input(ctx, model_.hparams().n_embd, b.n_tokens);
   graph.expand(arch_.build(b));
-  std::vector<Tensor*> inputs{b.tokens, b.positions};
-  if (b.out_ids != nullptr) inputs.push_back(b.out_ids);
-  for (const auto& [window, mask] : b.masks) inputs.push_back(mask);
-  if (b.seq_mask != nullptr) inputs.push_back(b.seq_mask);
-  place_inputs(inputs);
+  place_inputs(graph_inputs(b));
   input_buffer_->clear(0);  // resident now, like the scheduler's buffers
   scheduler_->reserve(graph);
 }

@@ -2,6 +2,11 @@
 // the byte offset, the field and what was wrong, and `tessera gguf` must exit non-zero with it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
 
 #include "core/gguf_test_util.h"
 #include "tessera/error.h"
@@ -285,6 +290,61 @@ TEST_P(GgufMalformed, CliExitsNonZeroWithTheMessage) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find(c.what), std::string::npos) << r.err;
+  std::filesystem::remove(path);
+}
+
+// Read metadata only (a pipeline stage's way), the same file gives the same error.
+TEST_P(GgufMalformed, MetadataOnlyGivesTheSameError) {
+  const Case& c = GetParam();
+  const auto path = testing::temp_dir() / (c.name + ".meta.gguf");
+  testing::write_file(path, c.bytes.span());
+  try {
+    (void)File::open(path.string(), {.metadata_only = true});
+    ADD_FAILURE() << "no error for " << c.name;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::CorruptFile) << msg;
+    EXPECT_NE(msg.find(fmt::format("byte {}: {}: ", c.at, c.field)), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.what), std::string::npos) << msg;
+  }
+  std::filesystem::remove(path);
+}
+
+// Infos longer than the first read (1 MiB) are read as far as they go; tensors come from the file.
+TEST(GgufMetadataOnly, LongInfosAndTensorsReadFromTheFile) {
+  Bytes b;
+  b.header(3, 2, 1);
+  constexpr uint64_t kStrings = 200000;  // 8 + 12 bytes each: 4 MB of keys
+  b.str("tokens").put<int32_t>(9).put<int32_t>(8).put<uint64_t>(kStrings);
+  for (uint64_t i = 0; i < kStrings; ++i) b.str(fmt::format("tok{:09}", i));
+  b.tensor_info("w", {32, 2}, kQ4_0, 0).tensor_info("v", {3}, kF32, 64).pad_to(32);
+  for (int i = 0; i < 64 + 12; ++i) b.put<uint8_t>(static_cast<uint8_t>(i * 7 + 1));
+  const auto path = testing::temp_dir() / "long_infos.gguf";
+  testing::write_file(path, b.span());
+  const File whole = File::parse(b.span());
+  const File meta = File::open(path.string(), {.metadata_only = true});
+  EXPECT_EQ(meta.file_size(), b.size());
+  EXPECT_EQ(meta.data_offset(), whole.data_offset());
+  ASSERT_EQ(meta.get_string_array("tokens").size(), kStrings);
+  EXPECT_EQ(meta.get_string_array("tokens").back(), "tok000199999");
+  ASSERT_EQ(meta.tensors().size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const TensorInfo& t = meta.tensors()[i];
+    EXPECT_EQ(meta.tensor_data(t), nullptr);
+    std::vector<std::byte> got(t.nbytes);
+    meta.read_tensor(t, got.data());
+    EXPECT_EQ(std::memcmp(got.data(), whole.tensor_data(whole.tensors()[i]), t.nbytes), 0) << t.name;
+  }
+  // A file cut after opening: reading a tensor is an Io error, not garbage.
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(whole.data_offset() + 10)), 0);
+  std::vector<std::byte> got(meta.tensors()[1].nbytes);
+  try {
+    meta.read_tensor(meta.tensors()[1], got.data());
+    ADD_FAILURE() << "read past the end";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Io);
+    EXPECT_NE(std::string(e.what()).find("tensor v"), std::string::npos) << e.what();
+  }
   std::filesystem::remove(path);
 }
 

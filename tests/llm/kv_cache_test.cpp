@@ -187,3 +187,61 @@ TEST(KvCache, TensorsFollowTheModel) {
   EXPECT_THROW(c.k(h.n_layer), Error);
   EXPECT_THROW(KvCache(*model, 16, DType::Q8_0), Error);
 }
+
+// The numbers save_cells gives rebuild the same cells elsewhere: the same masks, positions, free
+// slots and pending shift (a pipeline's later stages mirror the first stage's cache so).
+TEST(KvCache, CellsSavedAndLoadedAreTheSameCells) {
+  KvCache a(10);
+  a.set_seq_ranges(2);
+  store(a, {0, 1, 2, 5, 6}, {0, 1, 2, 0, 1}, {0, 0, 0, 1, 1});
+  a.seq_copy(0, 3, 0, 2);    // cells 0 and 1 shared with sequence 3
+  a.seq_shift(1, 0, -1, 4);  // sequence 1 at positions 4 and 5, K awaits re-roping
+  KvCache b(10);
+  b.load_cells(a.save_cells());
+  EXPECT_EQ(b.used(), a.used());
+  EXPECT_EQ(b.used_end(), a.used_end());
+  EXPECT_EQ(b.seq_ranges(), 2);
+  EXPECT_TRUE(b.needs_k_shift());
+  for (int64_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(b.cell(i).pos, a.cell(i).pos) << i;
+    EXPECT_EQ(b.cell(i).shift, a.cell(i).shift) << i;
+    EXPECT_EQ(b.cell(i).seqs, a.cell(i).seqs) << i;
+  }
+  EXPECT_EQ(b.cell(5).pos, 4);
+  EXPECT_EQ(b.cell(5).shift, 4);
+  EXPECT_EQ(b.cell(0).seqs, (std::vector<SeqId>{0, 3}));
+  EXPECT_EQ(b.seq_pos_max(1), 5);
+  const std::vector<SeqId> step{0, 1, 3};
+  EXPECT_EQ(b.find_slots(step), a.find_slots(step));
+  EXPECT_EQ(mask_of(b, {3, 6, 2}, {0, 1, 3}, 10), mask_of(a, {3, 6, 2}, {0, 1, 3}, 10));
+  // Loading replaces what was there.
+  KvCache c(10);
+  store(c, {9}, {7}, {4});
+  c.load_cells(KvCache(10).save_cells());
+  EXPECT_EQ(c.used(), 0);
+  EXPECT_EQ(c.seq_pos_max(4), -1);
+}
+
+TEST(KvCache, LoadingCellsOfAnotherShapeIsAnError) {
+  KvCache a(4);
+  store(a, {0, 1}, {0, 1}, {0, 2});
+  const std::vector<int32_t> good = a.save_cells();
+  KvCache b(5);
+  EXPECT_THROW(b.load_cells(good), Error);  // another size
+  KvCache c(4);
+  std::vector<int32_t> bad = good;
+  bad.pop_back();
+  EXPECT_THROW(c.load_cells(bad), Error);  // cut short
+  bad = good;
+  bad.push_back(0);
+  EXPECT_THROW(c.load_cells(bad), Error);  // too long
+  bad = good;
+  bad[5] = -3;  // cell 0's sequence count
+  EXPECT_THROW(c.load_cells(bad), Error);
+  bad = good;
+  bad[2] = 7;  // the shift flag
+  EXPECT_THROW(c.load_cells(bad), Error);
+  EXPECT_EQ(c.used(), 0);  // a failed load changes nothing
+  c.load_cells(good);
+  EXPECT_EQ(c.seq_pos_max(2), 1);
+}

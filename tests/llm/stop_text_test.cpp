@@ -61,8 +61,9 @@ TEST(StopText, UTF8IsNeverSplitAndAStopMayFollowACharacter) {
   EXPECT_TRUE(s.stopped());
   EXPECT_EQ(joined(pieces), "ca\xC3\xA7");
   for (const auto& p : pieces) {
-    if (!p.empty())
+    if (!p.empty()) {
       EXPECT_NE(static_cast<unsigned char>(p.back()) & 0xC0, 0xC0) << "a piece ends in a lead byte";
+    }
   }
 }
 

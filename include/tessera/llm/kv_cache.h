@@ -28,8 +28,9 @@ struct KvCell {
 
 class KvCache {
  public:
-  // n_cells slots for every layer of `model`, K and V in `type` (F16 or F32); each layer's cache
-  // lives where that layer's weights live (host memory or the model's device), zero-filled.
+  // n_cells slots for every layer of `model` (of a pipeline stage: its layers), K and V in `type`
+  // (F16 or F32); each layer's cache lives where that layer's weights live (host memory or the
+  // model's device), zero-filled.
   KvCache(const Model& model, int64_t n_cells, DType type = DType::F16);
   // Cells only, no tensors: the bookkeeping and masks without a model.
   explicit KvCache(int64_t n_cells);
@@ -42,7 +43,8 @@ class KvCache {
   // Layer il's K: [n_embd_kv, n_cells], one row per cell. V: [n_cells, n_embd_v_kv], transposed so
   // that attention reads each V^T row contiguously: FLASH_ATTN_EXT gets V through a transposed view
   // of it, which the CPU's composed kernels, its online softmax and the scheduler's decomposition
-  // all read in place (saved sessions keep this layout). Throws when the cache has no tensors.
+  // all read in place (saved sessions keep this layout). Throws when the cache has no tensors for
+  // the layer.
   Tensor* k(int64_t il) const;
   Tensor* v(int64_t il) const;
 
@@ -83,6 +85,13 @@ class KvCache {
   void seq_shift(SeqId s, Pos p0, Pos p1, Pos delta);
   bool needs_k_shift() const noexcept { return needs_k_shift_; }
   void k_shift_done();
+
+  // The cells' bookkeeping (each cell's position, shift and sequences, the home ranges, whether K
+  // awaits re-roping) as numbers, and back: a pipeline's later stages mirror the first stage's
+  // cells with it, so that each stage's cache places a batch in the same cells. load_cells throws
+  // Error(InvalidArgument) on numbers that are not a cache of this size.
+  std::vector<int32_t> save_cells() const;
+  void load_cells(std::span<const int32_t> numbers);
 
   Pos seq_pos_max(SeqId s) const;  // -1 when s holds no cell
   Pos seq_pos_min(SeqId s) const;  // -1 when s holds no cell

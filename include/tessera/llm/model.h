@@ -4,7 +4,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -160,6 +163,18 @@ struct ModelWeights {
 // the first device named; layer gives each device a contiguous range of them.
 enum class SplitMode { None, Layer };
 
+// Layers [first, end) of a model: a pipeline stage's share.
+struct LayerRange {
+  int64_t first = 0, end = 0;
+  bool operator==(const LayerRange&) const = default;
+};
+
+// Which of shares.size() parts each of n items (layers) goes to: item r to the first part whose
+// cumulative share passes (r + 0.5) / n of the sum, so each part takes a contiguous run as close to
+// its share as whole items allow. Error(InvalidArgument), naming `what` (the option that gave the
+// shares), when a share is negative or not finite or they sum to 0.
+std::vector<size_t> split_by_shares(int64_t n, std::span<const double> shares, std::string_view what);
+
 struct LoadOptions {
   // The last N layers (and the output layer when N > n_layer) go to the devices.
   int n_gpu_layers = 0;
@@ -173,6 +188,11 @@ struct LoadOptions {
   std::vector<float> tensor_split;
   gguf::ProgressCallback progress;
   bool use_mmap = true;  // false: read the file into memory (gguf::OpenOptions says when that pays)
+  // A pipeline stage (mpi/pipeline.h): only these layers' weights, with the token embeddings when
+  // it starts at layer 0 and the output layer when it ends at the last, are read from the file
+  // (which is neither mapped nor read whole: gguf::OpenOptions::metadata_only) and given memory,
+  // and its graphs compute these layers only (Session::decode). Unset: the whole model.
+  std::optional<LayerRange> stage;
 };
 
 // Shape of a synthetic model (deterministic random weights) for benchmarks on a fresh machine.
@@ -215,6 +235,11 @@ class Model {
   }
   bool layer_on_device(int64_t il) const noexcept { return layer_device(il) != nullptr; }
   bool output_on_device() const noexcept { return layer_device(hparams_.n_layer) != nullptr; }
+  // The layers this model computes: all of them, or a pipeline stage's (LoadOptions::stage).
+  int64_t first_layer() const noexcept { return stage_.first; }
+  int64_t end_layer() const noexcept { return stage_.end; }
+  bool first_stage() const noexcept { return stage_.first == 0; }
+  bool last_stage() const noexcept { return stage_.end == hparams_.n_layer; }
   // The GGUF file (nullptr for synthetic models).
   const gguf::File* file() const noexcept { return file_.get(); }
   size_t weight_bytes() const noexcept;
@@ -231,8 +256,11 @@ class Model {
   // The device a weight placed by `where` (a layer index or a WeightSpec placement) goes to, or
   // nullptr for the CPU.
   Device* weight_device(int64_t where) const noexcept;
+  // Whether a weight placed by `where` belongs to this model's stage.
+  bool in_stage(int64_t where) const noexcept;
 
   Hparams hparams_;
+  LayerRange stage_;
   ModelWeights w_;
   std::vector<std::pair<Tensor*, int64_t>> placed_;  // every weight and where it belongs
   bool tied_output_ = false;

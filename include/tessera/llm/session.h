@@ -20,6 +20,7 @@
 namespace tessera::llm {
 
 struct Architecture;
+struct GraphBuild;
 
 struct SessionOptions {
   int64_t n_ctx = 0;  // KV cache cells; 0: the model's training context, capped at 4096
@@ -43,6 +44,22 @@ struct SessionOptions {
   bool embeddings = false;
 };
 
+// Where the first stage of a pipeline (Model::first_stage() but not last_stage()) sends its
+// results: the later stages, in other processes (mpi/pipeline.h). Session::decode calls begin,
+// then forward for each micro-batch as soon as it is computed (so the next stage starts on it while
+// this one computes the next), then finish.
+class StageLink {
+ public:
+  virtual ~StageLink() = default;
+  // A decode starts; `cache` holds the cells as they are before it (the later stages mirror them).
+  virtual void begin(KvCache& cache) = 0;
+  // Tokens [start, start + n) of `batch` and this stage's hidden states for them ([n][n_embd]).
+  virtual void forward(const Batch& batch, size_t start, size_t n, std::span<const float> hidden) = 0;
+  // The wanted tokens' logits in batch order, as the last stage computed them; the Error of a stage
+  // that failed.
+  virtual void finish(std::vector<float>& logits) = 0;
+};
+
 class Session {
  public:
   Session(const Model& model, const SessionOptions& options = {});
@@ -55,6 +72,11 @@ class Session {
   // vocabulary, or, Error(ContextFull), when the cache has no free cells for it (the cache is then
   // unchanged).
   const std::vector<float>& decode(const Batch& batch);
+  // A later pipeline stage's decode (Model::first_stage() false): `hidden` is the previous stage's
+  // hidden states for every token of the batch ([size][n_embd]), the batch's tokens are checked
+  // but not read. A stage that is not the last returns every token's hidden state ([size][n_embd])
+  // instead of logits. Error(InvalidArgument) when hidden is not what the model's stage needs.
+  const std::vector<float>& decode(const Batch& batch, std::span<const float> hidden);
   // Sequence 0 at its next positions: the logits of the last token ([n_vocab]), or of every
   // token ([n_tokens][n_vocab]) when all_logits is set.
   const std::vector<float>& decode(std::span<const int32_t> tokens, bool all_logits = false);
@@ -97,10 +119,17 @@ class Session {
   // graph outputs) and passes it to `observer` after the graph ran, in graph order (what
   // llama-imatrix collects; llm/imatrix.h). An empty function turns it off.
   void set_mat_mul_observer(MatMulObserver observer) { mat_mul_observer_ = std::move(observer); }
+  // The first stage of a pipeline sends each micro-batch's hidden states through `link` (which must
+  // outlive the session; nullptr: none) and returns the logits it collects. Error(InvalidArgument)
+  // unless the model is a first stage that is not also the last.
+  void set_stage_link(StageLink* link);
 
  private:
   void validate(const Batch& batch) const;
-  void eval(const Batch& batch, size_t start, size_t n, std::vector<float>& out);
+  void eval(const Batch& batch, size_t start, size_t n, std::span<const float> hidden,
+            std::vector<float>& out);
+  // The graph inputs every decode graph has (besides the K shift's).
+  std::vector<Tensor*> graph_inputs(const GraphBuild& b) const;
   void apply_k_shift();
   void compute(Graph& graph);
   // Places the graph's input tensors in the persistent input buffer (grown when too small).
@@ -117,6 +146,7 @@ class Session {
   std::vector<float> logits_;
   std::vector<std::pair<Op, std::array<int64_t, 4>>> last_shapes_;
   MatMulObserver mat_mul_observer_;
+  StageLink* link_ = nullptr;
 };
 
 }  // namespace tessera::llm

@@ -1,0 +1,190 @@
+// A model split into pipeline stages in one process (what mpi/pipeline.h runs in several): each
+// stage loads only its layers, the first computes hidden states from tokens, the later ones take
+// the previous stage's, and the last stage's logits equal the whole model's, for a prompt in
+// several micro-batches, generation steps, several sequences and a position shift.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tessera/error.h"
+#include "tessera/llm/batch.h"
+#include "tessera/llm/model.h"
+#include "tessera/llm/session.h"
+
+using namespace tessera;
+using namespace tessera::llm;
+
+namespace {
+
+std::string shared_model(const std::string& name) {
+  return std::string(TESSERA_SHARED_DIR) + "/models/" + name;
+}
+
+LoadOptions stage(int64_t first, int64_t end) {
+  LoadOptions o;
+  o.stage = LayerRange{first, end};
+  return o;
+}
+
+// One model as a chain of stage sessions.
+class Stages {
+ public:
+  Stages(const std::string& path, const std::vector<int64_t>& cuts, const SessionOptions& options) {
+    const int64_t n_layer = Model::load(path)->hparams().n_layer;
+    std::vector<int64_t> bounds{0};
+    bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+    bounds.push_back(n_layer);
+    for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+      models_.push_back(Model::load(path, stage(bounds[s], bounds[s + 1])));
+      sessions_.push_back(std::make_unique<Session>(*models_.back(), options));
+    }
+  }
+  // The last stage's logits, each stage's output feeding the next.
+  std::vector<float> decode(const Batch& batch) {
+    std::vector<float> x = sessions_[0]->decode(batch);
+    for (size_t s = 1; s < sessions_.size(); ++s) x = sessions_[s]->decode(batch, x);
+    return x;
+  }
+  // A cache operation on every stage's cache.
+  template <typename F>
+  void each_cache(F f) {
+    for (auto& s : sessions_) f(s->cache());
+  }
+  const Model& model(size_t s) const { return *models_[s]; }
+  Session& session(size_t s) { return *sessions_[s]; }
+
+ private:
+  std::vector<std::unique_ptr<Model>> models_;
+  std::vector<std::unique_ptr<Session>> sessions_;
+};
+
+Batch prompt(int64_t n_vocab, SeqId seq, size_t n, Pos start = 0) {
+  Batch b;
+  for (size_t i = 0; i < n; ++i)
+    b.add(static_cast<Token>((7 + 13 * i + 5 * static_cast<size_t>(seq)) % static_cast<size_t>(n_vocab)),
+          start + static_cast<Pos>(i), seq, true);
+  return b;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+struct StageCase {
+  const char* file;
+  std::vector<int64_t> cuts;
+  bool shifts = true;  // false: the model's rope (YaRN) cannot shift positions
+};
+
+class PipelineStages : public testing::TestWithParam<StageCase> {};
+
+}  // namespace
+
+// The same graph ops on the same values, cut between layers: the logits are the same numbers.
+TEST_P(PipelineStages, LastStageGivesTheWholeModelsLogits) {
+  const std::string path = shared_model(GetParam().file);
+  const SessionOptions options{.n_ctx = 64, .n_batch = 5};  // a 12-token prompt in three micro-batches
+  auto whole_model = Model::load(path);
+  Session whole(*whole_model, options);
+  Stages stages(path, GetParam().cuts, options);
+  const int64_t n_vocab = whole_model->hparams().n_vocab;
+
+  // Two sequences' prompts in one batch.
+  Batch first = prompt(n_vocab, 0, 12);
+  const Batch other = prompt(n_vocab, 1, 4);
+  for (size_t i = 0; i < other.size(); ++i)
+    first.add(other.tokens[i], other.positions[i], other.seq_ids[i], i + 1 == other.size());
+  const std::vector<float> expected = whole.decode(first);
+  EXPECT_EQ(max_abs_diff(stages.decode(first), expected), 0.0);
+
+  // Generation steps of sequence 0.
+  for (Pos p = 12; p < 15; ++p) {
+    Batch step;
+    step.add(static_cast<Token>(p * 3 % n_vocab), p, 0, true);
+    const std::vector<float> want = whole.decode(step);
+    EXPECT_EQ(max_abs_diff(stages.decode(step), want), 0.0) << "position " << p;
+  }
+
+  if (!GetParam().shifts) return;
+  // Drop sequence 0's positions [2, 6) and shift the rest back (K re-roped on every stage).
+  whole.cache().seq_remove(0, 2, 6);
+  whole.cache().seq_shift(0, 6, -1, -4);
+  stages.each_cache([](KvCache& c) {
+    c.seq_remove(0, 2, 6);
+    c.seq_shift(0, 6, -1, -4);
+  });
+  Batch after;
+  after.add(3, 11, 0, true);
+  after.add(4, 4, 1, true);
+  const std::vector<float> want = whole.decode(after);
+  EXPECT_LT(max_abs_diff(stages.decode(after), want), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PipelineStages,
+                         testing::Values(StageCase{"stories260K.gguf", {2}},
+                                         StageCase{"stories260K.gguf", {1, 3}},
+                                         StageCase{"oracle/tiny-gemma2-f32.gguf", {1}},
+                                         StageCase{"oracle/tiny-phi3-f16.gguf", {1}},
+                                         StageCase{"oracle/tiny-qwen3moe-q4_k_m.gguf", {1}},
+                                         StageCase{"oracle/tiny-gptoss-mxfp4.gguf", {1}, false}),
+                         [](const testing::TestParamInfo<StageCase>& info) {
+                           std::string name = info.param.file;
+                           name = name.substr(name.find('/') + 1);
+                           name = name.substr(0, name.find('.'));
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name + "_" + std::to_string(info.param.cuts.size() + 1) + "_stages";
+                         });
+
+// A stage holds its own layers' weights and cache, and the embeddings or the output layer only
+// when it begins or ends the model.
+TEST(PipelineStage, HoldsOnlyItsLayers) {
+  const std::string path = shared_model("stories260K.gguf");
+  auto whole = Model::load(path);
+  auto first = Model::load(path, stage(0, 2));
+  auto last = Model::load(path, stage(2, whole->hparams().n_layer));
+  EXPECT_TRUE(first->first_stage());
+  EXPECT_FALSE(first->last_stage());
+  EXPECT_FALSE(last->first_stage());
+  EXPECT_TRUE(last->last_stage());
+  EXPECT_EQ(first->end_layer(), 2);
+  EXPECT_EQ(last->first_layer(), 2);
+  EXPECT_LT(first->weight_bytes(), whole->weight_bytes());
+  EXPECT_LT(last->weight_bytes(), whole->weight_bytes());
+  // Every weight is in one stage or the other, the tied embeddings/output (if any) in both.
+  EXPECT_GE(first->weight_bytes() + last->weight_bytes(), whole->weight_bytes());
+  KvCache cache(*first, 8);
+  EXPECT_NO_THROW(cache.k(1));
+  EXPECT_THROW(cache.k(2), Error);
+}
+
+TEST(PipelineStage, BadStagesAndInputsAreErrors) {
+  const std::string path = shared_model("stories260K.gguf");
+  const int64_t n_layer = Model::load(path)->hparams().n_layer;
+  EXPECT_THROW(Model::load(path, stage(2, 2)), Error);
+  EXPECT_THROW(Model::load(path, stage(-1, 2)), Error);
+  EXPECT_THROW(Model::load(path, stage(1, n_layer + 1)), Error);
+
+  auto later = Model::load(path, stage(2, n_layer));
+  Session s(*later);
+  const Batch b = prompt(later->hparams().n_vocab, 0, 3);
+  EXPECT_THROW(s.decode(b), Error);  // a later stage needs the previous stage's hidden states
+  std::vector<float> hidden(3 * static_cast<size_t>(later->hparams().n_embd) - 1, 0.0f);
+  EXPECT_THROW(s.decode(b, hidden), Error);  // one value short
+  EXPECT_EQ(s.cache().used(), 0);
+  struct NoLink : StageLink {
+    void begin(KvCache&) override {}
+    void forward(const Batch&, size_t, size_t, std::span<const float>) override {}
+    void finish(std::vector<float>&) override {}
+  } link;
+  EXPECT_THROW(s.set_stage_link(&link), Error);  // only a first stage sends on
+
+  auto whole = Model::load(path);
+  Session w(*whole);
+  EXPECT_THROW(w.decode(b, std::vector<float>(3 * static_cast<size_t>(whole->hparams().n_embd))), Error);
+  EXPECT_THROW(w.set_stage_link(&link), Error);
+}
