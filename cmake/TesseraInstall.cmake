@@ -13,7 +13,7 @@ include(CMakePackageConfigHelpers)
 
 get_property(tessera_runtime_targets GLOBAL PROPERTY TESSERA_RUNTIME_TARGETS)
 set(tessera_cxx_layers tessera_core tessera_backend tessera_cpu tessera_device ${tessera_runtime_targets}
-    tessera_runtimes tessera_llm tessera_server tessera_conformance)
+    tessera_runtimes tessera_llm tessera_mpi tessera_server tessera_conformance)
 set(tessera_cxx_source ${CMAKE_BINARY_DIR}/generated/tessera_cxx.cpp)
 file(WRITE ${tessera_cxx_source} "// libtessera-cxx is the static layers, whole (cmake/TesseraInstall.cmake).\n")
 add_library(tessera_cxx SHARED ${tessera_cxx_source})

@@ -5,7 +5,7 @@ packages=(
   build-essential cmake ccache clang-format clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev libpcre2-dev nlohmann-json3-dev
   opencl-c-headers opencl-clhpp-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev clinfo
-  libcpp-httplib-dev libboost1.81-dev nodejs chromium nginx-light
+  libcpp-httplib-dev libboost1.81-dev nodejs chromium nginx-light libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -6,6 +6,7 @@
 
 #include "checks.h"
 #include "commands.h"
+#include "pipeline_flag.h"
 #include "split_flags.h"
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
@@ -17,6 +18,7 @@ void add_logits(CLI::App& app) {
   struct Args {
     std::string model, tokens, out, device, flash_attn = "off";
     SplitFlags split;
+    PipelineFlag pipeline;
     int threads = 0, n_gpu_layers = 0;
     bool no_mmap = false;
   };
@@ -36,6 +38,7 @@ void add_logits(CLI::App& app) {
          "composed ops (llama.cpp's -fa 0 rounding)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
+  args->pipeline.add_to(cmd);
   cmd->callback([args] {
     std::vector<int32_t> ids;
     std::istringstream in(args->tokens);
@@ -56,16 +59,22 @@ void add_logits(CLI::App& app) {
     llm::LoadOptions lo;
     lo.n_gpu_layers = args->n_gpu_layers;
     lo.device = args->device;
-    args->split.apply(lo);
     lo.use_mmap = !args->no_mmap;
-    auto model = llm::Model::load(args->model, lo);
-    llm::SessionOptions so;
-    so.n_threads = args->threads;
-    so.n_ctx = std::max<int64_t>(static_cast<int64_t>(ids.size()), 1);
-    so.n_batch = so.n_ctx;
-    so.flash_attn = args->flash_attn == "on";
-    llm::Session session(*model, so);
-    const auto& logits = session.decode(ids, /*all_logits=*/true);
+    std::vector<float> logits;
+    int64_t n_vocab = 0;
+    args->pipeline.run(args->model, lo, args->split, [&](llm::LoadOptions& options, const auto& attach) {
+      auto model = llm::Model::load(args->model, options);
+      llm::SessionOptions so;
+      so.n_threads = args->threads;
+      so.n_ctx = std::max<int64_t>(static_cast<int64_t>(ids.size()), 1);
+      so.n_batch = so.n_ctx;
+      so.flash_attn = args->flash_attn == "on";
+      llm::Session session(*model, so);
+      if (!attach(session)) return;
+      logits = session.decode(ids, /*all_logits=*/true);
+      n_vocab = model->hparams().n_vocab;
+    });
+    if (n_vocab == 0) return;  // a later rank of a pipeline: rank 0 writes the file
     const std::string tmp = args->out + ".tmp";
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (f == nullptr) throw Error(ErrorCode::Io, fmt::format("cannot open {} for writing", tmp));
@@ -75,7 +84,7 @@ void add_logits(CLI::App& app) {
       std::remove(tmp.c_str());
       throw Error(ErrorCode::Io, fmt::format("cannot write {}", args->out));
     }
-    fmt::print(stderr, "wrote {} x {} logits to {}\n", ids.size(), model->hparams().n_vocab, args->out);
+    fmt::print(stderr, "wrote {} x {} logits to {}\n", ids.size(), n_vocab, args->out);
   });
 }
 

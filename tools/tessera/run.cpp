@@ -12,6 +12,7 @@
 #include "chat.h"
 #include "checks.h"
 #include "commands.h"
+#include "pipeline_flag.h"
 #include "progress.h"
 #include "split_flags.h"
 #include "tessera/error.h"
@@ -31,11 +32,12 @@ namespace {
 struct RunArgs {
   std::string model, prompt, device, system_prompt, chat_template_file;
   SplitFlags split;
+  PipelineFlag pipeline;
   std::string prompt_cache;       // --prompt-cache FILE
   bool prompt_cache_all = false;  // also save the generated tokens at the end
   bool chat = false;
   int n_predict = 128, threads = 0, n_gpu_layers = 0;
-  int64_t n_ctx = 0;
+  int64_t n_ctx = 0, n_batch = 512;
   uint64_t seed = 0;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40;
@@ -106,25 +108,37 @@ struct PromptCache {
   }
 };
 
+void generate(const RunArgs& a, const std::shared_ptr<const llm::Grammar>& grammar, const llm::Model& model,
+              llm::Session& session, double load_ms);
+
 void run(const RunArgs& a) {
   const auto grammar = constraint(a);  // a bad grammar fails before the model loads
+  if (a.pipeline.on && !a.prompt_cache.empty())
+    throw Error(ErrorCode::Unsupported,
+                "--prompt-cache is not implemented with --pipeline (each rank holds a part of the KV cache)");
   const auto t_load = std::chrono::steady_clock::now();
   llm::LoadOptions lo;
   lo.n_gpu_layers = a.n_gpu_layers;
   lo.device = a.device;
-  a.split.apply(lo);
   lo.use_mmap = !a.no_mmap;
   ProgressBar bar("loading");
   lo.progress = [&](size_t done, size_t total) { bar.update(done, total); };
-  auto model = llm::Model::load(a.model, lo);
-  const auto vocab = llm::Vocab::from_gguf(*model->file());
-  llm::SessionOptions so;
-  so.n_ctx = a.n_ctx;
-  so.n_threads = a.threads;
-  so.flash_attn = a.flash_attn == "on";
-  llm::Session session(*model, so);
-  const double load_ms = ms_since(t_load);
+  a.pipeline.run(a.model, lo, a.split, [&](llm::LoadOptions& options, const auto& attach) {
+    auto model = llm::Model::load(a.model, options);
+    llm::SessionOptions so;
+    so.n_ctx = a.n_ctx;
+    so.n_batch = a.n_batch;
+    so.n_threads = a.threads;
+    so.flash_attn = a.flash_attn == "on";
+    llm::Session session(*model, so);
+    if (attach(session)) generate(a, grammar, *model, session, ms_since(t_load));
+  });
+}
 
+// Rank 0's part (all of it without --pipeline): the prompt, the generation, the summary.
+void generate(const RunArgs& a, const std::shared_ptr<const llm::Grammar>& grammar, const llm::Model& model,
+              llm::Session& session, double load_ms) {
+  const auto vocab = llm::Vocab::from_gguf(*model.file());
   const std::vector<llm::Token> prompt = vocab.encode(a.prompt, /*add_special=*/true);
   if (static_cast<int64_t>(prompt.size()) > session.n_ctx())
     throw Error(
@@ -255,6 +269,10 @@ void add_run(CLI::App& app) {
   cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->check(non_negative());
   cmd->add_option("-c,--ctx-size", args->n_ctx, "context size (0: the model's, at most 4096)")
       ->check(non_negative());
+  cmd->add_option("-b,--batch-size", args->n_batch,
+                  "tokens per graph: a longer prompt is evaluated in batches of this many (with --pipeline, "
+                  "the stages work on successive batches at once)")
+      ->check(positive());
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
   cmd->add_option("-s,--seed", args->seed, "sampling seed (0 to 2^64-1)")->check(seed_check());
   cmd->add_option("--temp", args->temp, "temperature (0: greedy)")->check(non_negative());
@@ -284,6 +302,7 @@ void add_run(CLI::App& app) {
       "file of another model, or a corrupted one, is an error (and is left as it is)");
   cmd->add_flag("--prompt-cache-all", args->prompt_cache_all,
                 "with --prompt-cache: also save the generated tokens' state at the end");
+  args->pipeline.add_to(cmd);
   cmd->add_flag("--report", args->report, "print the placement of the graph and every CPU fallback");
   cmd->add_option("--grammar", args->grammar, "constrain the output to a GBNF grammar (llama.cpp's format)");
   cmd->add_option("--grammar-file", args->grammar_file, "constrain the output to the GBNF grammar in a file");
@@ -293,6 +312,8 @@ void add_run(CLI::App& app) {
     if (args->chat && !(args->grammar.empty() && args->grammar_file.empty() && args->json_schema.empty()))
       throw Error(ErrorCode::InvalidArgument,
                   "--grammar, --grammar-file and --json-schema need -p (not -cnv)");
+    if (args->chat && args->pipeline.on)
+      throw Error(ErrorCode::Unsupported, "--pipeline works with -p, not with -cnv");
     if (args->chat && !args->prompt_cache.empty())
       throw Error(ErrorCode::InvalidArgument, "--prompt-cache works with -p, not with -cnv");
     if (args->chat) {

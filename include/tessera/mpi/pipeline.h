@@ -1,0 +1,60 @@
+#pragma once
+// A model's layers split across the processes of an MPI job (`mpirun -np N tessera ... --pipeline`),
+// each on its own machine or share of one: rank r loads and computes its stage (a contiguous range
+// of layers, llm::LoadOptions::stage) and holds its layers' KV cache; hidden states go from rank to
+// rank, each micro-batch as soon as it is computed (so the stages work on successive micro-batches
+// at once), and the last rank sends the logits back to rank 0, which runs everything else (the
+// tokenizer, sampling, the command's output). Every rank runs the same command.
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "tessera/llm/model.h"
+#include "tessera/llm/session.h"
+
+namespace tessera::mpi {
+
+class Comm;
+
+class Pipeline {
+ public:
+  // Joins the job mpirun started (a process run without mpirun is a job of one rank).
+  // Error(Unsupported) in a build without MPI, Error(Io) when MPI cannot start.
+  static std::unique_ptr<Pipeline> join();
+  // Rank 0 tells the other ranks to stop (their serve returns); every rank then leaves the job.
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  int rank() const noexcept;
+  int size() const noexcept;
+
+  // This rank's layers of n_layer, rank r taking a contiguous range in proportion to shares[r]
+  // (llm::split_by_shares); empty shares: each rank's share is its machine's memory divided among
+  // the job's ranks on that machine. Every rank calls it, with the same arguments.
+  // Error(InvalidArgument) when shares are not one per rank or a rank would get no layer.
+  llm::LayerRange stage(int64_t n_layer, std::span<const double> shares);
+
+  // Rank 0, when the job has several ranks: the link its Session sends hidden states through
+  // (Session::set_stage_link) and gets the logits back from.
+  llm::StageLink& link();
+
+  // Every rank but 0: decodes the batches rank 0 sends through `session` (of this rank's stage),
+  // passing hidden states on (or, on the last rank, logits back to rank 0), until rank 0 stops. A
+  // decode that fails reaches rank 0 as its Error, and this rank goes on serving.
+  void serve(llm::Session& session);
+
+  // Ends every rank of the job at once, with this exit code: what a rank does on an error outside
+  // a decode (a model that does not load on one machine), which would otherwise leave the others
+  // waiting for it.
+  [[noreturn]] void abort(int code);
+
+ private:
+  class Link;
+  explicit Pipeline(std::unique_ptr<Comm> comm);
+
+  std::unique_ptr<Comm> comm_;
+  std::unique_ptr<Link> link_;
+};
+
+}  // namespace tessera::mpi
