@@ -44,11 +44,16 @@ CliResult mpirun(const std::string& ranks_and_args, int seconds = 300, bool stde
 
 const std::string kCli = TESSERA_CLI;
 
+// A temporary file of this test's own (ctest runs the tests of this file at once).
+std::string temp_file(const std::string& what) {
+  return ::testing::TempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+         what;
+}
+
 // The logits of `tokens` from one process and from a pipeline of n ranks: the same bytes.
 void expect_same_logits(const std::string& model, int n_ranks, const std::string& extra = "") {
   const std::string tokens = "\"1 17 300 42 5 99 250 7 64 3 11\"";
-  const std::string one = ::testing::TempDir() + "/pipeline_one.bin";
-  const std::string many = ::testing::TempDir() + "/pipeline_many.bin";
+  const std::string one = temp_file("one.bin"), many = temp_file("many.bin");
   const CliResult single = run_cli("logits -m " + model + " --tokens " + tokens + " -o " + one);
   ASSERT_EQ(single.code, 0) << single.out;
   const CliResult piped = mpirun("-np " + std::to_string(n_ranks) + " " + kCli + " logits -m " + model +
@@ -124,7 +129,7 @@ TEST(PipelineCli, AFailedStageEndsTheJobWithItsError) {
       << r.out;
 
   // A rank that cannot load its stage (a file cut short) ends every rank at once.
-  const std::string cut = ::testing::TempDir() + "/pipeline_cut.gguf";
+  const std::string cut = temp_file("cut.gguf");
   {
     const std::string bytes = read_file(kStories);
     std::ofstream(cut, std::ios::binary)
@@ -140,7 +145,7 @@ TEST(PipelineCli, AFailedStageEndsTheJobWithItsError) {
 
 // A llama of 8 layers of 2048-wide F32 weights (1.64 GB) with stories260K's vocabulary.
 std::string write_large_model() {
-  const std::string path = ::testing::TempDir() + "/pipeline_large.gguf";
+  const std::string path = temp_file("large.gguf");
   const tessera::gguf::File src = tessera::gguf::File::open(kStories);
   tessera::gguf::Writer w;
   for (const auto& [key, value] : src.kvs())
@@ -190,8 +195,7 @@ TEST(PipelineCli, ModelLargerThanARanksMemoryRunsOnTwoRanks) {
   const long limit_kib = file_kib * 10 / 16;
   const std::string limited = "sh -c 'ulimit -v " + std::to_string(limit_kib) + " && exec \"$0\" \"$@\"' ";
   const std::string tokens = " --tokens \"1 17 300 42\" ";
-  const std::string one = ::testing::TempDir() + "/large_one.bin",
-                    two = ::testing::TempDir() + "/large_two.bin";
+  const std::string one = temp_file("one.bin"), two = temp_file("two.bin");
 
   const CliResult cramped =
       run_cli("logits -m " + model + tokens + "-o " + one, "ulimit -v " + std::to_string(limit_kib) + ";");

@@ -4,7 +4,8 @@
 // of layers, llm::LoadOptions::stage) and holds its layers' KV cache; hidden states go from rank to
 // rank, each micro-batch as soon as it is computed (so the stages work on successive micro-batches
 // at once), and the last rank sends the logits back to rank 0, which runs everything else (the
-// tokenizer, sampling, the command's output). Every rank runs the same command.
+// tokenizer, sampling, the command's output). Every rank runs the same command. A Pipeline, its
+// link and serve are used from the thread that joined (MPI is started for that thread's calls).
 #include <cstdint>
 #include <memory>
 #include <span>
