@@ -95,27 +95,24 @@ TEST(PipelineCli, RunGeneratesTheSingleProcessText) {
 }
 
 TEST(PipelineCli, BadSplitsAreErrors) {
-  const CliResult zero = mpirun("-np 3 " + kCli + " logits -m " + kStories +
-                                    " --tokens 1 -o /dev/null --pipeline "
-                                    "--tensor-split 1,0,1",
-                                120);
-  EXPECT_NE(zero.code, 0) << zero.out;
-  EXPECT_NE(zero.out.find("rank 1 gets none of the 5 layers"), std::string::npos) << zero.out;
-  const CliResult count = mpirun("-np 2 " + kCli + " logits -m " + kStories +
-                                     " --tokens 1 -o /dev/null --pipeline "
-                                     "--tensor-split 1,1,1",
-                                 120);
-  EXPECT_NE(count.code, 0) << count.out;
-  EXPECT_NE(count.out.find("3 shares for a pipeline of 2 ranks"), std::string::npos) << count.out;
-  const CliResult many =
-      mpirun("-np 6 " + kCli + " logits -m " + kStories + " --tokens 1 -o /dev/null --pipeline", 120);
-  EXPECT_NE(many.code, 0) << many.out;
-  EXPECT_NE(many.out.find("5 layers cannot be split among 6 ranks"), std::string::npos) << many.out;
-  const CliResult ngl =
-      mpirun("-np 2 " + kCli + " logits -m " + kStories + " --tokens 1 -o /dev/null --pipeline -ngl 2", 120);
-  EXPECT_NE(ngl.code, 0) << ngl.out;
-  EXPECT_NE(ngl.out.find("--n-gpu-layers and --device are not implemented with it"), std::string::npos)
-      << ngl.out;
+  struct Case {
+    std::string ranks_and_flags, says;
+  };
+  const std::vector<Case> cases{
+      {"-np 3 --tensor-split 1,0,1", "rank 1 gets none of the 5 layers"},
+      {"-np 2 --tensor-split 1,1,1", "3 shares for a pipeline of 2 ranks"},
+      {"-np 6", "5 layers cannot be split among 6 ranks"},
+      {"-np 2 -ngl 2", "--n-gpu-layers and --device are not implemented with it"},
+  };
+  for (const Case& c : cases) {
+    const size_t flags = c.ranks_and_flags.find(" -", 1);
+    const CliResult r = mpirun(c.ranks_and_flags.substr(0, flags) + " " + kCli + " logits -m " + kStories +
+                                   " --tokens 1 -o /dev/null --pipeline" +
+                                   (flags == std::string::npos ? "" : c.ranks_and_flags.substr(flags)),
+                               120);
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.ranks_and_flags << ":\n" << r.out;
+  }
 }
 
 // A rank whose decode fails (here its cache is smaller than rank 0's: -c differs) sends its Error
