@@ -173,6 +173,8 @@ class File {
   // Copies a tensor's info.nbytes bytes to dst: from the mapping, or read from the file when it was
   // opened metadata_only (Error(Io) when the read fails or the file has shrunk since).
   void read_tensor(const TensorInfo& info, void* dst) const;
+  // Bytes [offset, offset + n) of the tensor (Error(InvalidArgument) past its end).
+  void read_tensor(const TensorInfo& info, void* dst, size_t offset, size_t n) const;
   // Drops the whole pages of [p, p + n) from memory once they are copied elsewhere (a mapped file
   // reads them again on access); nothing for a file read into memory or bytes given to parse.
   void release_pages(const std::byte* p, size_t n) const noexcept;

@@ -533,14 +533,19 @@ const std::byte* File::tensor_data(const TensorInfo& info) const noexcept {
   return impl_->bytes.data() + impl_->data_offset + info.offset;
 }
 
-void File::read_tensor(const TensorInfo& info, void* dst) const {
+void File::read_tensor(const TensorInfo& info, void* dst) const { read_tensor(info, dst, 0, info.nbytes); }
+
+void File::read_tensor(const TensorInfo& info, void* dst, size_t offset, size_t n) const {
+  if (offset > info.nbytes || n > info.nbytes - offset)
+    raise(ErrorCode::InvalidArgument, "tensor {}: bytes [{}, {}) are past its {} bytes", info.name, offset,
+          offset + n, info.nbytes);
   if (!impl_->file) {
-    if (info.nbytes > 0) std::memcpy(dst, tensor_data(info), info.nbytes);
+    if (n > 0) std::memcpy(dst, tensor_data(info) + offset, n);
     return;
   }
-  const size_t at = impl_->data_offset + static_cast<size_t>(info.offset);
-  const size_t done = file_io::read_at(impl_->file->fd, at, dst, info.nbytes, impl_->source);
-  if (done < info.nbytes)
+  const size_t at = impl_->data_offset + static_cast<size_t>(info.offset) + offset;
+  const size_t done = file_io::read_at(impl_->file->fd, at, dst, n, impl_->source);
+  if (done < n)
     raise(ErrorCode::Io,
           "cannot read tensor {} of {}: the file ended at byte {} (it has changed since it was opened)",
           info.name, impl_->source, at + done);

@@ -233,7 +233,7 @@ Device* Model::weight_device(int64_t where) const noexcept {
 }
 
 void Model::place_weights(const std::function<const void*(const Tensor&)>& host_data,
-                          const std::function<void(const Tensor&, void*)>& fill,
+                          const std::function<void(const Tensor&, void*)>& fill, const ReadRange& read_range,
                           const gguf::ProgressCallback& progress) {
   // Which weights go to the device: the last n_gpu_layers layers, and the output layer when
   // n_gpu_layers exceeds the layer count. The token embeddings stay on the CPU (GET_ROWS).
@@ -274,6 +274,16 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
         const size_t n = std::min(slice, t.nbytes() - o);
         tensor_set(t, static_cast<const char*>(p) + o, o, n);
         if (drop && file_ != nullptr) file_->release_pages(static_cast<const std::byte*>(p), o + n);
+      }
+    } else if (read_range) {  // in slices, so that staging never holds a whole large weight
+      constexpr size_t kSliceBytes = size_t{1} << 20;
+      const size_t block = traits(t.type).block_bytes;
+      const size_t slice = std::max<size_t>(1, kSliceBytes / block) * block;
+      staging.resize(std::min(slice, t.nbytes()));
+      for (size_t o = 0; o < t.nbytes(); o += slice) {
+        const size_t n = std::min(slice, t.nbytes() - o);
+        read_range(t, o, n, staging.data());
+        tensor_set(t, staging.data(), o, n);
       }
     } else {
       staging.resize(t.nbytes());
@@ -416,7 +426,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     source.emplace(t, x.info);
   }
   m->place_weights([&](const Tensor& t) -> const void* { return f.tensor_data(*source.at(&t)); },
-                   [&](const Tensor& t, void* dst) { f.read_tensor(*source.at(&t), dst); }, options.progress);
+                   [&](const Tensor& t, void* dst) { f.read_tensor(*source.at(&t), dst); },
+                   [&](const Tensor& t, size_t offset, size_t n, void* dst) {
+                     f.read_tensor(*source.at(&t), dst, offset, n);
+                   },
+                   options.progress);
   return m;
 }
 
@@ -468,7 +482,7 @@ std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOpt
       from_f32_row(t.type, row.data(), static_cast<char*>(dst) + r * t.nb[1], t.ne[0]);
     }
   };
-  m->place_weights([](const Tensor&) -> const void* { return nullptr; }, fill, options.progress);
+  m->place_weights([](const Tensor&) -> const void* { return nullptr; }, fill, {}, options.progress);
   return m;
 }
 

@@ -334,6 +334,11 @@ TEST(GgufMetadataOnly, LongInfosAndTensorsReadFromTheFile) {
     std::vector<std::byte> got(t.nbytes);
     meta.read_tensor(t, got.data());
     EXPECT_EQ(std::memcmp(got.data(), whole.tensor_data(whole.tensors()[i]), t.nbytes), 0) << t.name;
+    // A range of it: the same bytes; past its end: an error.
+    std::vector<std::byte> part(5);
+    meta.read_tensor(t, part.data(), 3, 5);
+    EXPECT_EQ(std::memcmp(part.data(), whole.tensor_data(whole.tensors()[i]) + 3, 5), 0) << t.name;
+    EXPECT_THROW(meta.read_tensor(t, part.data(), t.nbytes - 4, 5), Error);
   }
   // A file cut after opening: reading a tensor is an Io error, not garbage.
   ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(whole.data_offset() + 10)), 0);

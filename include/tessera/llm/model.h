@@ -248,10 +248,13 @@ class Model {
   Model() = default;
   // The devices and which layers each holds, from -ngl, --device, --split-mode and --tensor-split.
   void resolve_devices(const LoadOptions& options);
+  // read_range(t, offset, n, dst): bytes [offset, offset + n) of a weight's ggml image.
+  using ReadRange = std::function<void(const Tensor&, size_t, size_t, void*)>;
   // Gives every weight memory: CPU weights via host_data (nullptr = allocate host memory),
-  // device weights in one device buffer; fill(t, dst) writes a weight's ggml bytes to dst.
+  // device weights in one device buffer; fill(t, dst) writes a weight's ggml bytes to dst, or,
+  // where the weight is copied into a buffer of its own layout, read_range (when given) in slices.
   void place_weights(const std::function<const void*(const Tensor&)>& host_data,
-                     const std::function<void(const Tensor&, void*)>& fill,
+                     const std::function<void(const Tensor&, void*)>& fill, const ReadRange& read_range,
                      const gguf::ProgressCallback& progress);
   // The device a weight placed by `where` (a layer index or a WeightSpec placement) goes to, or
   // nullptr for the CPU.
