@@ -264,21 +264,19 @@ void Model::place_weights(const std::function<const void*(const Tensor&)>& host_
   // before).
   std::vector<char> staging;
   const auto upload = [&](Tensor& t, bool drop) {
+    constexpr size_t kSliceBytes = size_t{1} << 20;
+    const size_t block = traits(t.type).block_bytes;
+    const size_t slice = std::max<size_t>(1, kSliceBytes / block) * block;  // whole blocks
     const void* p = host_data(t);
     if (p != nullptr) {
-      constexpr size_t kSliceBytes = size_t{1} << 20;
-      const size_t block = traits(t.type).block_bytes;
-      const size_t slice =
-          drop && file_ != nullptr ? std::max<size_t>(1, kSliceBytes / block) * block : t.nbytes();
-      for (size_t o = 0; o < t.nbytes(); o += slice) {
-        const size_t n = std::min(slice, t.nbytes() - o);
+      const bool dropping = drop && file_ != nullptr;
+      const size_t step = dropping ? slice : t.nbytes();
+      for (size_t o = 0; o < t.nbytes(); o += step) {
+        const size_t n = std::min(step, t.nbytes() - o);
         tensor_set(t, static_cast<const char*>(p) + o, o, n);
-        if (drop && file_ != nullptr) file_->release_pages(static_cast<const std::byte*>(p), o + n);
+        if (dropping) file_->release_pages(static_cast<const std::byte*>(p), o + n);
       }
     } else if (read_range) {  // in slices, so that staging never holds a whole large weight
-      constexpr size_t kSliceBytes = size_t{1} << 20;
-      const size_t block = traits(t.type).block_bytes;
-      const size_t slice = std::max<size_t>(1, kSliceBytes / block) * block;
       staging.resize(std::min(slice, t.nbytes()));
       for (size_t o = 0; o < t.nbytes(); o += slice) {
         const size_t n = std::min(slice, t.nbytes() - o);
