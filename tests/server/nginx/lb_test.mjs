@@ -15,6 +15,9 @@ const [cli, model, nginxBin] = process.argv.slice(2);
 const dir = mkdtempSync(join(tmpdir(), "tessera-lb-"));
 chmodSync(dir, 0o777);  // nginx's workers run as nobody when the test runs as root
 const children = [];
+// The drained stream's length: long enough (seconds: most of a slot's 4096 cells, -c 8192 over 2
+// slots) that it is still running while the test sees B drain, however busy the machine.
+const kStreamTokens = 4000;
 
 function freePort() {
   return new Promise((resolve) => {
@@ -24,7 +27,7 @@ function freePort() {
 }
 
 function backend(port) {
-  const b = startServer(cli, ["-m", model, "--port", String(port), "-np", "2", "-t", "1", "--drain-timeout", "60"]);
+  const b = startServer(cli, ["-m", model, "--port", String(port), "-np", "2", "-c", "8192", "-t", "1", "--drain-timeout", "60"]);
   children.push(b.process);
   b.exited = new Promise((resolve) => b.process.on("exit", (code, signal) => resolve({ code, signal })));
   return b;
@@ -133,7 +136,7 @@ http {
   const stream = await fetch(`http://127.0.0.1:${portB}/v1/completions`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 400, ignore_eos: true, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({ prompt: "Once upon a time", max_tokens: kStreamTokens, ignore_eos: true, temperature: 0, stream: true, stream_options: { include_usage: true } }),
   });
   assert.equal(stream.status, 200);
   const reader = stream.body.getReader();
@@ -164,13 +167,15 @@ http {
   assert.ok(events.trimEnd().endsWith("data: [DONE]"), "the drained stream did not end with [DONE]");
   const parsed = chunks.map((e) => JSON.parse(e.slice(6)));
   assert.ok(parsed.some((c) => c.choices?.[0]?.finish_reason === "length"), "the drained stream did not finish");
-  assert.equal(parsed.at(-1).usage?.completion_tokens, 400, "the drained stream lost tokens");
+  assert.equal(parsed.at(-1).usage?.completion_tokens, kStreamTokens, "the drained stream lost tokens");
   const exit = await b.exited;
   assert.deepEqual(exit, { code: 0, signal: null }, "B did not exit cleanly after its drain");
   // The stream was still running when the drain began: its log line comes after B's "draining".
   const drainAt = b.log().indexOf("draining (SIGTERM");
-  assert.ok(drainAt >= 0 && b.log().slice(drainAt).match(/tokens=4\d\d /), "the stream ended before the drain began:\n" + b.log());
-  console.log("drained B: its stream ended whole (400 tokens), new requests went to A, B exited 0");
+  const after = drainAt < 0 ? [] : [...b.log().slice(drainAt).matchAll(/tokens=(\d+) /g)].map((m) => Number(m[1]));
+  assert.ok(after.some((n) => n >= kStreamTokens),
+    "the stream ended before the drain began:\n" + b.log());
+  console.log(`drained B: its stream ended whole (${kStreamTokens} tokens), new requests went to A, B exited 0`);
   console.log("ok");
 } finally {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
