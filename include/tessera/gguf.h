@@ -175,6 +175,11 @@ class File {
   void read_tensor(const TensorInfo& info, void* dst) const;
   // Bytes [offset, offset + n) of the tensor (Error(InvalidArgument) past its end).
   void read_tensor(const TensorInfo& info, void* dst, size_t offset, size_t n) const;
+  // Address of a tensor's bytes, mapped when the file was opened metadata_only (that tensor's pages
+  // only, read on demand, kept until the File closes; Error(Io) when the mapping fails), else
+  // tensor_data(). A part-read (a pipeline stage's token embeddings, of which a prompt reads a few
+  // rows) costs memory only for the pages it touches.
+  const std::byte* map_tensor(const TensorInfo& info) const;
   // Drops the whole pages of [p, p + n) from memory once they are copied elsewhere (a mapped file
   // reads them again on access); nothing for a file read into memory or bytes given to parse.
   void release_pages(const std::byte* p, size_t n) const noexcept;

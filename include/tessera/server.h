@@ -7,10 +7,23 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tessera/llm/engine.h"
+#include "tessera/llm/model.h"
+
 namespace tessera::server {
+
+// The server as the first stage of a pipeline (`tessera serve --pipeline`, mpi/pipeline.h): it loads
+// only `layers`, its engine sends each step's hidden states down `link` (nullptr: a pipeline of one
+// stage), and /health says ready once `wait_for_stages` returns (the other stages have loaded).
+struct PipelineStage {
+  llm::LayerRange layers;
+  llm::StageLink* link = nullptr;
+  std::function<void()> wait_for_stages;
+};
 
 struct ServerOptions {
   std::string model_path;
@@ -49,7 +62,14 @@ struct ServerOptions {
   std::string pooling;
   // One line per request (method, path, status, tokens, ms); unset: stderr.
   std::function<void(const std::string&)> log;
+  // Set: the server is a pipeline's first stage. It serves no embeddings then (their model would
+  // need every layer here): /v1/embeddings answers 501, and embeddings_only is an Error.
+  std::optional<PipelineStage> pipeline;
 };
+
+// The engine a server with these options runs (the later stages of a pipeline make their sessions
+// as it does: llm::Engine::make_session).
+llm::EngineOptions engine_options(const ServerOptions& options);
 
 class Server {
  public:

@@ -1,6 +1,7 @@
 #pragma once
 // Internals shared by the GGUF reader, writer and loader.
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@ struct File::Impl {
   size_t file_size = 0;
   // OpenOptions::metadata_only: the open file, which read_tensor reads from.
   std::optional<file_io::ReadableFile> file;
+  // map_tensor's mappings of single tensors of such a file, unmapped with it.
+  std::vector<std::unique_ptr<Mapping>> tensor_maps;
   uint32_t version = 3;
   size_t alignment = kDefaultAlignment;
   size_t data_offset = 0;

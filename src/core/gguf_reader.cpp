@@ -533,6 +533,22 @@ const std::byte* File::tensor_data(const TensorInfo& info) const noexcept {
   return impl_->bytes.data() + impl_->data_offset + info.offset;
 }
 
+const std::byte* File::map_tensor(const TensorInfo& info) const {
+  if (!impl_->file) return tensor_data(info);
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t at = impl_->data_offset + static_cast<size_t>(info.offset);
+  const size_t begin = at / page * page;
+  auto m = std::make_unique<Mapping>();
+  m->size = std::max<size_t>(at + info.nbytes - begin, 1);
+  void* address =
+      mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, impl_->file->fd.get(), static_cast<off_t>(begin));
+  if (address == MAP_FAILED)
+    raise(ErrorCode::Io, "cannot map tensor {} of {}: {}", info.name, impl_->source, std::strerror(errno));
+  m->address = address;
+  impl_->tensor_maps.push_back(std::move(m));
+  return static_cast<const std::byte*>(address) + (at - begin);
+}
+
 void File::read_tensor(const TensorInfo& info, void* dst) const { read_tensor(info, dst, 0, info.nbytes); }
 
 void File::read_tensor(const TensorInfo& info, void* dst, size_t offset, size_t n) const {

@@ -119,8 +119,7 @@ void Generation::finish(FinishReason reason, const std::string& error) {
   signal(lock);
 }
 
-Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& options)
-    : vocab_(vocab), options_(options) {
+std::unique_ptr<Session> Engine::make_session(const Model& model, const EngineOptions& options) {
   if (options.n_slots <= 0)
     raise(ErrorCode::InvalidArgument, "slots must be positive, got {}", options.n_slots);
   if (options.prompt_chunk <= 0)
@@ -128,26 +127,33 @@ Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& opti
   const int64_t n_slots = options.n_slots;
   const int64_t n_ctx =
       options.n_ctx > 0 ? options.n_ctx : n_slots * std::min<int64_t>(model.hparams().n_ctx_train, 4096);
-  slot_ctx_ = n_ctx / n_slots;
-  if (slot_ctx_ < 2)
+  const int64_t slot_ctx = n_ctx / n_slots;
+  if (slot_ctx < 2)
     raise(ErrorCode::InvalidArgument,
-          "a context of {} cells leaves {} per slot for {} slots (at least 2 needed)", n_ctx, slot_ctx_,
+          "a context of {} cells leaves {} per slot for {} slots (at least 2 needed)", n_ctx, slot_ctx,
           n_slots);
   SessionOptions so;
-  so.n_ctx = slot_ctx_ * n_slots;
+  so.n_ctx = slot_ctx * n_slots;
   so.n_threads = options.n_threads;
   // One step is one micro-batch: every slot's token plus the prompt chunk.
   so.n_batch = n_slots + options.prompt_chunk;
-  session_ = std::make_unique<Session>(model, so);
+  auto session = std::make_unique<Session>(model, so);
   // Each slot's cells in its own share of the cache: the CPU's attention then reads, per query row,
   // only the span of cells its mask leaves visible, so a step's attention costs each sequence its
   // own cells and not every slot's. A device's attention runs over all cells [0, n_kv) instead,
   // which ranges would only lengthen (a lone slot high up makes n_kv large): none there.
-  if (model.device() == nullptr) session_->cache().set_seq_ranges(n_slots);
+  if (model.device() == nullptr) session->cache().set_seq_ranges(n_slots);
   // The worst step up front (each slot gives at most one logits row a step): memory stays flat
   // however the batches mix later.
-  session_->reserve(n_slots);
-  slots_.resize(static_cast<size_t>(n_slots));
+  session->reserve(n_slots);
+  return session;
+}
+
+Engine::Engine(const Model& model, const Vocab& vocab, const EngineOptions& options)
+    : vocab_(vocab), options_(options), session_(make_session(model, options)) {
+  slot_ctx_ = session_->n_ctx() / options.n_slots;
+  if (options.stage_link != nullptr) session_->set_stage_link(options.stage_link);
+  slots_.resize(static_cast<size_t>(options.n_slots));
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].seq = static_cast<SeqId>(i);
   stats_.kv_cells = session_->n_ctx();
   thread_ = std::thread([this] { loop(); });

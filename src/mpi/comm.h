@@ -13,8 +13,8 @@ using Message = std::vector<std::byte>;
 
 class Comm {
  public:
-  // Initializes MPI (only this thread calls it) and joins MPI_COMM_WORLD. Error(Unsupported) in a
-  // build without MPI, Error(Io) when MPI cannot start.
+  // Initializes MPI (called by one thread at a time from then on) and joins MPI_COMM_WORLD.
+  // Error(Unsupported) in a build without MPI, Error(Io) when MPI cannot start.
   static std::unique_ptr<Comm> join();
   virtual ~Comm() = default;  // finalizes MPI
 

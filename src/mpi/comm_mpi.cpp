@@ -33,9 +33,14 @@ class MpiComm final : public Comm {
     MPI_Initialized(&initialized);
     if (initialized != 0) raise(ErrorCode::InvalidArgument, "MPI: a process joins one pipeline only");
     int provided = 0;
-    // Only the thread that joined calls MPI (the compute threads never do).
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    // One thread at a time calls MPI, not always the one that joined: a server's engine decodes on
+    // its own thread (the compute threads never call it).
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
       raise(ErrorCode::Io, "MPI: cannot start (is this process run by mpirun?)");
+    if (provided < MPI_THREAD_SERIALIZED) {
+      MPI_Finalize();
+      raise(ErrorCode::Unsupported, "MPI: this MPI library cannot be called from more than one thread");
+    }
     // Errors come back as codes (check_mpi makes them Errors) instead of ending the job.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

@@ -223,7 +223,8 @@ Pipeline::~Pipeline() {
 int Pipeline::rank() const noexcept { return comm_->rank(); }
 int Pipeline::size() const noexcept { return comm_->size(); }
 
-llm::LayerRange Pipeline::stage(int64_t n_layer, std::span<const double> shares) {
+llm::LayerRange Pipeline::stage(std::span<const double> layer_bytes, std::span<const double> shares) {
+  const auto n_layer = static_cast<int64_t>(layer_bytes.size());
   const int n_ranks = size();
   std::vector<double> share(shares.begin(), shares.end());
   if (share.empty()) {
@@ -237,7 +238,7 @@ llm::LayerRange Pipeline::stage(int64_t n_layer, std::span<const double> shares)
   if (n_layer < n_ranks)
     raise(ErrorCode::InvalidArgument,
           "a model of {} layers cannot be split among {} ranks (one layer each at least)", n_layer, n_ranks);
-  const std::vector<size_t> part = llm::split_by_shares(n_layer, share, "--tensor-split");
+  const std::vector<size_t> part = llm::split_by_shares(layer_bytes, share, "--tensor-split");
   std::vector<int64_t> first(static_cast<size_t>(n_ranks), -1), end(static_cast<size_t>(n_ranks), -1);
   for (int64_t il = 0; il < n_layer; ++il) {
     const size_t p = part[static_cast<size_t>(il)];
@@ -253,6 +254,8 @@ llm::LayerRange Pipeline::stage(int64_t n_layer, std::span<const double> shares)
           r, n_layer, share[static_cast<size_t>(r)], std::accumulate(share.begin(), share.end(), 0.0));
   return {first[static_cast<size_t>(rank())], end[static_cast<size_t>(rank())]};
 }
+
+void Pipeline::wait_for_stages() { comm_->gather(1.0); }
 
 llm::StageLink& Pipeline::link() {
   if (link_ == nullptr)

@@ -353,6 +353,16 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
 
 }  // namespace
 
+llm::EngineOptions engine_options(const ServerOptions& options) {
+  llm::EngineOptions eo;
+  eo.n_slots = options.n_slots;
+  eo.n_ctx = options.n_ctx;
+  eo.n_threads = options.n_threads;
+  eo.max_queue = options.max_queue;
+  eo.prompt_chunk = options.prompt_chunk;
+  return eo;
+}
+
 void Server::Impl::load() {
   try {
     llm::LoadOptions lo;
@@ -360,6 +370,13 @@ void Server::Impl::load() {
     lo.device = opt.device;
     lo.split_mode = opt.split_layers ? llm::SplitMode::Layer : llm::SplitMode::None;
     lo.tensor_split = opt.tensor_split;
+    if (opt.pipeline) {
+      if (opt.embeddings_only)
+        tessera::raise(ErrorCode::Unsupported,
+                       "--embeddings is not served by a pipeline (--pipeline): embeddings need every layer "
+                       "in one process");
+      lo.stage = opt.pipeline->layers;
+    }
     model = llm::Model::load(opt.model_path, lo);
     vocab.emplace(llm::Vocab::from_gguf(*model->file()));
     chat.emplace(ChatFormatter::create(*model->file(), *vocab, opt.chat_template_file));
@@ -372,15 +389,15 @@ void Server::Impl::load() {
       pooling = *p;
     }
     if (!opt.embeddings_only && !model->hparams().encoder) {
-      llm::EngineOptions eo;
-      eo.n_slots = opt.n_slots;
-      eo.n_ctx = opt.n_ctx;
-      eo.n_threads = opt.n_threads;
-      eo.max_queue = opt.max_queue;
-      eo.prompt_chunk = opt.prompt_chunk;
+      llm::EngineOptions eo = engine_options(opt);
+      if (opt.pipeline) eo.stage_link = opt.pipeline->link;
       engine = std::make_unique<llm::Engine>(*model, *vocab, eo);
     }
-    embedder = std::make_unique<Embedder>(*model, opt.n_threads, opt.max_queue);
+    if (opt.pipeline) {
+      if (opt.pipeline->wait_for_stages) opt.pipeline->wait_for_stages();
+    } else {
+      embedder = std::make_unique<Embedder>(*model, opt.n_threads, opt.max_queue);
+    }
     model_name = std::filesystem::path(opt.model_path).filename().string();
     ready.store(true);
   } catch (...) {
@@ -510,6 +527,9 @@ void Server::Impl::generate(const HttpRequest& req, const Reply& reply, std::vec
 
 void Server::Impl::embeddings(const HttpRequest& req, const Reply& reply) {
   require_model();
+  if (!embedder)
+    fail(501, "embeddings are not served by a pipeline (--pipeline): they need every layer in one process",
+         "not_supported", "not_supported_error");
   const json body = parse_body(req.body);
   EmbeddingRequest r =
       parse_embeddings(body, *vocab, model->hparams().n_embd, embedder->max_tokens_per_input(), pooling);

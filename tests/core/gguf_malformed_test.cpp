@@ -339,6 +339,11 @@ TEST(GgufMetadataOnly, LongInfosAndTensorsReadFromTheFile) {
     meta.read_tensor(t, part.data(), 3, 5);
     EXPECT_EQ(std::memcmp(part.data(), whole.tensor_data(whole.tensors()[i]) + 3, 5), 0) << t.name;
     EXPECT_THROW(meta.read_tensor(t, part.data(), t.nbytes - 4, 5), Error);
+    // Mapped alone (at an offset inside a page): the same bytes.
+    const std::byte* mapped = meta.map_tensor(t);
+    ASSERT_NE(mapped, nullptr);
+    EXPECT_EQ(std::memcmp(mapped, whole.tensor_data(whole.tensors()[i]), t.nbytes), 0) << t.name;
+    EXPECT_EQ(whole.map_tensor(whole.tensors()[i]), whole.tensor_data(whole.tensors()[i]));
   }
   // A file cut after opening: reading a tensor is an Io error, not garbage.
   ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(whole.data_offset() + 10)), 0);

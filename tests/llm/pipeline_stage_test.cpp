@@ -1,13 +1,19 @@
 // A model split into pipeline stages in one process (what mpi/pipeline.h runs in several): each
 // stage loads only its layers, the first computes hidden states from tokens, the later ones take
 // the previous stage's, and the last stage's logits equal the whole model's, for a prompt in
-// several micro-batches, generation steps, several sequences and a position shift.
+// several micro-batches, generation steps, several sequences and a position shift; a serving
+// engine on the first stage generates the whole model's text.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "tessera/error.h"
+#include "tessera/gguf.h"
 #include "tessera/llm/batch.h"
+#include "tessera/llm/engine.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
+#include "tessera/llm/vocab.h"
 
 using namespace tessera;
 using namespace tessera::llm;
@@ -177,4 +183,127 @@ TEST(PipelineStage, BadStagesAndInputsAreErrors) {
   Session w(*whole);
   EXPECT_THROW(w.decode(b, std::vector<float>(3 * static_cast<size_t>(whole->hparams().n_embd))), Error);
   EXPECT_THROW(w.set_stage_link(&link), Error);
+}
+
+namespace {
+
+// A pipeline's link within one process: the later stage decodes each micro-batch as it is sent, its
+// cells first set to what the first stage's were as the decode began (as mpi/pipeline.cpp does
+// between ranks).
+class InProcessLink final : public StageLink {
+ public:
+  explicit InProcessLink(Session& later) : later_(later) {}
+  void begin(KvCache& cache) override {
+    cells_ = cache.save_cells();
+    first_ = true;
+  }
+  void forward(const Batch& batch, size_t start, size_t n, std::span<const float> hidden) override {
+    if (first_) later_.cache().load_cells(cells_);
+    first_ = false;
+    Batch part;
+    for (size_t i = start; i < start + n; ++i)
+      part.add(batch.tokens[i], batch.positions[i], batch.seq_ids[i], batch.logits[i] != 0);
+    const std::vector<float>& out = later_.decode(part, hidden);
+    logits_.insert(logits_.end(), out.begin(), out.end());
+    ++micro_batches;
+  }
+  void finish(std::vector<float>& logits) override {
+    logits.insert(logits.end(), logits_.begin(), logits_.end());
+    logits_.clear();
+  }
+  int micro_batches = 0;
+
+ private:
+  Session& later_;
+  std::vector<int32_t> cells_;
+  std::vector<float> logits_;
+  bool first_ = false;
+};
+
+}  // namespace
+
+// `serve --pipeline` in one process: the engine runs on the first stage with its session linked to
+// a later stage made by Engine::make_session; concurrent requests (more than the slots, prompts
+// read in several chunks) and a reused prefix give the whole model's greedy text.
+TEST(PipelineStage, AnEngineOnTheFirstStageGeneratesTheWholeModelsText) {
+  const std::string path = shared_model("stories260K.gguf");
+  auto whole = Model::load(path);
+  const Vocab vocab = Vocab::from_gguf(*whole->file());
+  const EngineOptions options{.n_slots = 2, .n_ctx = 2 * 128, .prompt_chunk = 5};
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog",
+                                            "Lily and Tom went to the park", "Once upon a time there"};
+  GenerationParams greedy;
+  greedy.sampling.temperature = 0.0f;
+  greedy.max_tokens = 32;
+  const auto generate = [&](Engine& engine) {
+    std::vector<std::shared_ptr<Generation>> jobs;
+    for (const auto& p : prompts) jobs.push_back(engine.submit(vocab.encode(p, true), greedy));
+    std::vector<GenerationUpdate> out;
+    for (auto& j : jobs) out.push_back(j->wait());
+    // The last prompt again, alone: the cells a finished slot holds for it are reused.
+    out.push_back(engine.submit(vocab.encode(prompts.back(), true), greedy)->wait());
+    return out;
+  };
+  std::vector<GenerationUpdate> want;
+  {
+    Engine engine(*whole, vocab, options);
+    want = generate(engine);
+  }
+
+  const int64_t n_layer = whole->hparams().n_layer;
+  auto first = Model::load(path, stage(0, 2));
+  auto later = Model::load(path, stage(2, n_layer));
+  const auto later_session = Engine::make_session(*later, options);
+  InProcessLink link(*later_session);
+  EngineOptions linked = options;
+  linked.stage_link = &link;
+  std::vector<GenerationUpdate> got;
+  {
+    Engine engine(*first, vocab, linked);
+    got = generate(engine);
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].text, want[i].text) << i;
+    EXPECT_EQ(got[i].completion_tokens, 32) << i;
+  }
+  EXPECT_GT(got.back().cached_tokens, 0);
+  EXPECT_EQ(got.back().text, got[prompts.size() - 1].text);
+  EXPECT_GT(link.micro_batches, 32);
+}
+
+// A pipeline's ranks share the layers by their bytes: hand-worked splits, and each layer's bytes
+// as the file's tensor names place them (blk.N.* in layer N, the output layer's with the last, the
+// token embeddings' with the first unless mapped).
+TEST(PipelineStage, LayersAreSharedByTheirBytes) {
+  // Sizes 1 1 1 1 4 in halves: the middles are at 1/16, 3/16, 5/16, 7/16 and 12/16 of the whole.
+  EXPECT_EQ(split_by_shares(std::vector<double>{1, 1, 1, 1, 4}, std::vector<double>{1, 1}, "test"),
+            (std::vector<size_t>{0, 0, 0, 0, 1}));
+  EXPECT_EQ(split_by_shares(std::vector<double>{4, 1, 1, 1, 1}, std::vector<double>{1, 1}, "test"),
+            (std::vector<size_t>{0, 1, 1, 1, 1}));
+  // Equal sizes: the rule by count.
+  EXPECT_EQ(split_by_shares(std::vector<double>{2, 2, 2, 2, 2}, std::vector<double>{1, 3, 1}, "test"),
+            split_by_shares(5, std::vector<double>{1, 3, 1}, "test"));
+  EXPECT_THROW(split_by_shares(std::vector<double>{1, 1}, std::vector<double>{0, 0}, "test"), Error);
+
+  for (const char* name :
+       {"stories260K.gguf", "oracle/tiny-gemma2-f32.gguf", "oracle/tiny-qwen3moe-q4_k_m.gguf"}) {
+    const auto file = gguf::File::open(shared_model(name), {.metadata_only = true});
+    const int64_t n_layer = read_hparams(file).n_layer;
+    std::vector<double> want(static_cast<size_t>(n_layer), 0.0);
+    double embeddings = 0;
+    for (const gguf::TensorInfo& t : file.tensors()) {
+      const auto b = static_cast<double>(t.nbytes);
+      if (t.name.starts_with("blk."))
+        want[std::stoul(t.name.substr(4))] += b;
+      else if (t.name.starts_with("output"))
+        want.back() += b;
+      else if (t.name == "token_embd.weight")
+        embeddings = b;
+    }
+    if (file.find_tensor("output.weight") == nullptr) want.back() += embeddings;  // tied
+    EXPECT_EQ(stage_layer_bytes(file, true), want) << name;
+    want.front() += embeddings;
+    EXPECT_EQ(stage_layer_bytes(file, false), want) << name;
+  }
 }

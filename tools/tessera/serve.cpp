@@ -8,7 +8,10 @@
 
 #include "checks.h"
 #include "commands.h"
+#include "pipeline_flag.h"
 #include "split_flags.h"
+#include "tessera/llm/engine.h"
+#include "tessera/mpi/pipeline.h"
 #include "tessera/server.h"
 
 namespace tessera::cli {
@@ -50,6 +53,44 @@ void serve(const server::ServerOptions& options, int drain_timeout_s) {
                               : "drained");
   srv.stop();
   if (drainer.joinable()) drainer.join();
+}
+
+// `serve --pipeline`: rank 0 serves HTTP with the first stage of the layers; every other rank loads
+// its stage, decodes the engine's steps in a session made as the engine makes its own, and stops
+// when rank 0 does (a drain on SIGTERM to rank 0 included: they ignore the signals mpirun forwards).
+// An Error on any rank, rank 0's load or bind included, ends the whole job.
+void serve_pipelined(server::ServerOptions options, int drain_timeout_s) {
+  PipelineFlag::refuse_devices(options.n_gpu_layers, options.device);
+  if (options.embeddings_only)
+    throw Error(ErrorCode::Unsupported,
+                "--embeddings is not served by a pipeline (--pipeline): embeddings need every layer in one "
+                "process");
+  auto pipeline = mpi::Pipeline::join();
+  try {
+    const llm::LayerRange layers =
+        PipelineFlag::stage(*pipeline, options.model_path, options.tensor_split, true);
+    options.tensor_split.clear();  // the ranks' shares, not devices'
+    if (pipeline->rank() != 0) {
+      sigset_t signals;
+      sigemptyset(&signals);
+      sigaddset(&signals, SIGINT);
+      sigaddset(&signals, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+      llm::LoadOptions lo;
+      lo.stage = layers;
+      const auto model = llm::Model::load(options.model_path, lo);
+      const auto session = llm::Engine::make_session(*model, server::engine_options(options));
+      pipeline->wait_for_stages();
+      pipeline->serve(*session);
+      return;
+    }
+    options.pipeline = server::PipelineStage{layers, pipeline->size() > 1 ? &pipeline->link() : nullptr,
+                                             [&p = *pipeline] { p.wait_for_stages(); }};
+    serve(options, drain_timeout_s);
+  } catch (const Error& e) {
+    if (pipeline->size() == 1) throw;
+    PipelineFlag::end_job(*pipeline, e);
+  }
 }
 
 }  // namespace
@@ -109,10 +150,15 @@ void add_serve(CLI::App& app) {
                   "on SIGTERM, seconds the requests already admitted may take to finish (new ones get "
                   "503) before the server stops anyway")
       ->check(positive());
-  cmd->callback([o, drain_timeout_s, split] {
+  auto pipeline = std::make_shared<PipelineFlag>();
+  pipeline->add_to(cmd);
+  cmd->callback([o, drain_timeout_s, split, pipeline] {
     o->split_layers = split->mode == "layer";
     o->tensor_split = split->tensor_split;
-    serve(*o, *drain_timeout_s);
+    if (pipeline->on)
+      serve_pipelined(*o, *drain_timeout_s);
+    else
+      serve(*o, *drain_timeout_s);
   });
 }
 

@@ -120,6 +120,9 @@ struct EngineOptions {
   int n_threads = 0;           // CPU threads (0: all cores)
   size_t max_queue = 64;       // requests that may wait while every slot is busy; submit() refuses beyond
   int64_t prompt_chunk = 128;  // prompt tokens read per step, all slots together
+  // The first stage of a pipeline (mpi/pipeline.h): the engine's session sends each step's hidden
+  // states down this link and samples from the logits it brings back (Session::set_stage_link).
+  StageLink* stage_link = nullptr;
 };
 
 // Counters for /metrics; a snapshot.
@@ -138,6 +141,10 @@ struct EngineStats {
 class Engine {
  public:
   Engine(const Model& model, const Vocab& vocab, const EngineOptions& options = {});
+  // The session an engine with these options decodes in (its cells, their placement, its micro-batch
+  // and its reserve): a later pipeline stage decodes the engine's steps in one made alike, so that
+  // its cells stay where the first stage's are. Error(InvalidArgument) on options the engine refuses.
+  static std::unique_ptr<Session> make_session(const Model& model, const EngineOptions& options);
   ~Engine();  // shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -174,6 +174,16 @@ struct LayerRange {
 // its share as whole items allow. Error(InvalidArgument), naming `what` (the option that gave the
 // shares), when a share is negative or not finite or they sum to 0.
 std::vector<size_t> split_by_shares(int64_t n, std::span<const double> shares, std::string_view what);
+// The same for items of unequal sizes: item r goes to the first part whose cumulative share
+// passes the middle of item r among the cumulative sizes.
+std::vector<size_t> split_by_shares(std::span<const double> sizes, std::span<const double> shares,
+                                    std::string_view what);
+
+// The weight bytes each layer brings to the pipeline stage that holds it, the output layer's
+// counted with the last layer and the token embeddings' with the first (unless
+// `embeddings_mapped`: a stage maps them and holds only the rows it reads): what the ranks of a
+// pipeline share. Error as Model::load on a file whose architecture or keys it cannot read.
+std::vector<double> stage_layer_bytes(const gguf::File& file, bool embeddings_mapped);
 
 struct LoadOptions {
   // The last N layers (and the output layer when N > n_layer) go to the devices.

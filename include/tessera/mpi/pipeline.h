@@ -4,8 +4,9 @@
 // of layers, llm::LoadOptions::stage) and holds its layers' KV cache; hidden states go from rank to
 // rank, each micro-batch as soon as it is computed (so the stages work on successive micro-batches
 // at once), and the last rank sends the logits back to rank 0, which runs everything else (the
-// tokenizer, sampling, the command's output). Every rank runs the same command. A Pipeline, its
-// link and serve are used from the thread that joined (MPI is started for that thread's calls).
+// tokenizer, sampling, the command's output or server). Every rank runs the same command. A
+// Pipeline, its link and serve are used by one thread at a time (a server's engine thread decodes
+// through the link while the thread that joined waits).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -30,11 +31,16 @@ class Pipeline {
   int rank() const noexcept;
   int size() const noexcept;
 
-  // This rank's layers of n_layer, rank r taking a contiguous range in proportion to shares[r]
-  // (llm::split_by_shares); empty shares: each rank's share is its machine's memory divided among
-  // the job's ranks on that machine. Every rank calls it, with the same arguments.
-  // Error(InvalidArgument) when shares are not one per rank or a rank would get no layer.
-  llm::LayerRange stage(int64_t n_layer, std::span<const double> shares);
+  // This rank's layers, rank r taking a contiguous range whose bytes (layer_bytes: each layer's,
+  // llm::stage_layer_bytes) are in proportion to shares[r] (llm::split_by_shares); empty shares:
+  // each rank's share is its machine's memory divided among the job's ranks on that machine. Every
+  // rank calls it, with the same arguments. Error(InvalidArgument) when shares are not one per rank
+  // or a rank would get no layer.
+  llm::LayerRange stage(std::span<const double> layer_bytes, std::span<const double> shares);
+
+  // Every rank calls it once its stage is loaded; it returns when every rank has (a server says it
+  // is ready only then). A rank whose load fails ends the job instead (abort).
+  void wait_for_stages();
 
   // Rank 0, when the job has several ranks: the link its Session sends hidden states through
   // (Session::set_stage_link) and gets the logits back from.
