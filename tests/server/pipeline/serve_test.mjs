@@ -1,10 +1,14 @@
 // `mpirun -np N tessera serve --pipeline` on this machine: concurrent requests, streamed or not, get
 // the single server's greedy text on 2 and 3 ranks; /v1/embeddings is refused by name; a SIGTERM to
-// rank 0 drains (its running stream ends whole, the job exits 0); a rank killed outright ends the
-// job with an error, never a hang; --embeddings with --pipeline is an Error.
+// rank 0 drains (its running stream ends whole, the job exits 0); a rank killed outright, a stage
+// that cannot load and a rank 0 that cannot bind end the job with an error, never a hang;
+// --embeddings with --pipeline is an Error.
 // Usage: node serve_test.mjs TESSERA MODEL.gguf MPIRUN
 import { spawn } from "node:child_process";
-import { readFileSync, readdirSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import assert from "node:assert/strict";
 import { startServer } from "../start_server.mjs";
 
@@ -158,6 +162,34 @@ try {
   const e2 = await emb2.exited;
   assert.notEqual(e2.code, 0);
   assert.match(emb2.log(), /--embeddings is not served by a pipeline/);
+
+  // 5. A stage that cannot load (rank 1's file cut short), or a rank 0 that cannot bind its port,
+  // ends the whole job with that rank's error while the others wait for it.
+  const dir = mkdtempSync(join(tmpdir(), "tessera-pipeline-"));
+  try {
+    const cut = join(dir, "cut.gguf");
+    const bytes = readFileSync(model);
+    writeFileSync(cut, bytes.subarray(0, bytes.length - 4096));
+    const args = (m) => [cli, "serve", "-m", m, "--port", "0", "--pipeline"];
+    const broken = spawn(mpirunBin, ["--oversubscribe", "-np", "1", ...args(model), ":", "-np", "1", ...args(cut)], { env, stdio: ["ignore", "pipe", "pipe"] });
+    children.push(broken);
+    let brokenLog = "";
+    broken.stdout.on("data", (d) => { brokenLog += d; });
+    broken.stderr.on("data", (d) => { brokenLog += d; });
+    const brokenEnd = await new Promise((resolve) => broken.on("exit", (code) => resolve(code)));
+    assert.notEqual(brokenEnd, 0);
+    assert.match(brokenLog, /tessera: error: rank 1 of 2: .*cut\.gguf/);
+  } finally {
+    rmSync(dir, { force: true, recursive: true });
+  }
+  const taken = createServer();
+  await new Promise((resolve) => taken.listen(0, "127.0.0.1", resolve));
+  const unbindable = mpirun(2, ["serve", "-m", model, "--port", String(taken.address().port), "--pipeline"]);
+  const e3 = await unbindable.exited;
+  taken.close();
+  assert.notEqual(e3.code, 0);
+  assert.match(unbindable.log(), /tessera: error: rank 0 of 2: cannot bind/);
+  console.log("a stage that cannot load and a port that cannot be bound end the job with their errors");
   console.log("ok");
 } finally {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
