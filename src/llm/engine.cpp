@@ -110,6 +110,12 @@ void Generation::push(const std::string& text) {
     lock.unlock();
 }
 
+void Generation::set_structure(std::string reasoning, std::vector<ToolCall> tool_calls) {
+  std::lock_guard lock(mutex_);
+  state_.reasoning = std::move(reasoning);
+  state_.tool_calls = std::move(tool_calls);
+}
+
 void Generation::finish(FinishReason reason, const std::string& error) {
   std::unique_lock lock(mutex_);
   state_.done = true;
@@ -186,6 +192,12 @@ std::shared_ptr<Generation> Engine::submit(std::vector<Token> prompt, const Gene
             n_vocab);
   for (const std::string& s : params.stop)
     if (s.empty()) raise(ErrorCode::InvalidArgument, "a stop string is empty");
+  if (params.harmony && !params.stop.empty())
+    raise(ErrorCode::InvalidArgument, "stop strings are not applied to a Harmony reply (gpt-oss)");
+  if (params.harmony && params.grammar)
+    raise(ErrorCode::InvalidArgument,
+          "a grammar is not applied to a Harmony reply (gpt-oss): its channels are not text it could "
+          "constrain");
   Sampler check(params.sampling);  // throws on invalid sampling options
   auto job = std::make_shared<Generation>();
   job->prompt_ = std::move(prompt);
@@ -293,6 +305,8 @@ void Engine::admit(std::vector<std::shared_ptr<Generation>>& dropped) {
     s.fed = reuse;
     s.next = kNoToken;
     s.rules.emplace(vocab_, s.job->params_.stop, s.job->params_.stop_at_eos, s.job->params_.max_tokens);
+    if (s.job->params_.harmony)
+      s.harmony.emplace(vocab_, [job = s.job.get()](std::string_view text) { job->push(std::string(text)); });
     std::unique_ptr<GrammarMatcher> matcher;
     if (s.job->params_.grammar) {
       if (!trie_) trie_ = std::make_shared<const VocabTrie>(vocab_);
@@ -326,6 +340,7 @@ void Engine::release(Slot& slot, FinishReason reason, const std::string& error) 
   slot.job.reset();
   slot.sampler.reset();
   slot.rules.reset();
+  slot.harmony.reset();
   slot.next = kNoToken;
 }
 
@@ -341,14 +356,23 @@ bool Engine::accept_token(Slot& slot, Token token) {
     std::lock_guard jl(slot.job->mutex_);
     slot.job->state_.completion_tokens = static_cast<int>(slot.rules->generated());
   }
-  slot.job->push(step.text);
+  if (slot.harmony)
+    slot.harmony->push(token);  // the final channel's text goes to the job as it comes
+  else
+    slot.job->push(step.text);
   // A slot holds at most its share of the context: full, it ends as if at its limit.
   if (!step.end && static_cast<int64_t>(slot.held.size()) >= slot_ctx_) step.end = GenerateEnd::Length;
   if (!step.end) {
     slot.next = token;
     return false;
   }
-  slot.job->push(slot.rules->finish());  // nothing after a stop string
+  if (slot.harmony) {
+    slot.harmony->finish();
+    const HarmonyReader& reply = slot.harmony->reader();
+    slot.job->set_structure(reply.channel_text("analysis"), reply.tool_calls());
+  } else {
+    slot.job->push(slot.rules->finish());  // nothing after a stop string
+  }
   release(slot, *step.end == GenerateEnd::Length ? FinishReason::Length : FinishReason::Stop);
   return true;
 }

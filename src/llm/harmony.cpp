@@ -1,6 +1,7 @@
 // Harmony replies (tessera/llm/harmony.h).
 #include "tessera/llm/harmony.h"
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace tessera::llm {
@@ -108,5 +109,42 @@ std::string HarmonyReader::channel_text(std::string_view channel) const {
     if (m.channel == channel && m.recipient.empty()) out += m.text;
   return out;
 }
+
+std::vector<ToolCall> HarmonyReader::tool_calls() const {
+  constexpr std::string_view kFunctions = "functions.";
+  std::vector<ToolCall> calls;
+  for (const HarmonyMessage& m : messages_) {
+    if (m.end != kCall || !m.recipient.starts_with(kFunctions) || m.recipient.size() == kFunctions.size())
+      continue;
+    const auto args = nlohmann::json::parse(m.text, nullptr, /*allow_exceptions=*/false);
+    if (!args.is_object()) continue;
+    calls.push_back({m.recipient.substr(kFunctions.size()), args.dump()});
+  }
+  return calls;
+}
+
+bool uses_harmony(const Vocab& vocab, std::string_view template_source) {
+  const Token channel = vocab.find(std::string(kChannel));
+  return template_source.find(kChannel) != std::string_view::npos && channel != kNoToken &&
+         vocab.type(channel) == TokenType::Control;
+}
+
+HarmonyTokens::HarmonyTokens(const Vocab& vocab, std::function<void(std::string_view)> on_final)
+    : vocab_(vocab),
+      text_(vocab),
+      reader_([on_final = std::move(on_final)](const HarmonyMessage& m, std::string_view text) {
+        if (on_final && m.channel == "final" && m.recipient.empty()) on_final(text);
+      }) {}
+
+void HarmonyTokens::push(Token id) {
+  if (vocab_.type(id) == TokenType::Control) {
+    reader_.text(text_.finish());
+    reader_.control(vocab_.text(id));
+  } else {
+    reader_.text(text_.push(id));
+  }
+}
+
+void HarmonyTokens::finish() { reader_.text(text_.finish()); }
 
 }  // namespace tessera::llm

@@ -66,11 +66,14 @@ const char* tool_call_syntax_name(ToolCallSyntax syntax) noexcept {
       return "llama3";
     case ToolCallSyntax::Mistral:
       return "mistral";
+    case ToolCallSyntax::Harmony:
+      return "harmony";
   }
   return "none";
 }
 
 ToolCallSyntax tool_call_syntax(std::string_view source) noexcept {
+  if (source.find("<|channel|>") != std::string_view::npos) return ToolCallSyntax::Harmony;
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolCallSyntax::Hermes;
   if (source.find(kMistralMarker) != std::string_view::npos) return ToolCallSyntax::Mistral;
   if (source.find("\"parameters\": dictionary of argument name") != std::string_view::npos)
@@ -131,6 +134,7 @@ ToolReply parse_tool_calls(ToolCallSyntax syntax, std::string_view text) {
       }
       break;
     }
+    case ToolCallSyntax::Harmony:  // the calls are not in the text
     case ToolCallSyntax::None:
       break;
   }
@@ -141,6 +145,11 @@ ToolReply parse_tool_calls(ToolCallSyntax syntax, std::string_view text) {
 std::string tool_call_gbnf(ToolCallSyntax syntax, const Json& tools, std::string_view only) {
   if (syntax == ToolCallSyntax::None)
     raise(ErrorCode::InvalidArgument, "the model's chat template shows no tool call syntax Tessera reads");
+  if (syntax == ToolCallSyntax::Harmony)
+    raise(
+        ErrorCode::InvalidArgument,
+        "a Harmony reply (gpt-oss) calls a tool in control tokens, which a grammar over text cannot require: "
+        "use \"auto\"");
   if (!tools.is_array() || tools.empty()) raise(ErrorCode::InvalidArgument, "no tools to call");
   const char* args_key = syntax == ToolCallSyntax::Llama3 ? "parameters" : "arguments";
   Json branches = Json::array();
@@ -208,6 +217,7 @@ std::string tool_call_gbnf(ToolCallSyntax syntax, const Json& tools, std::string
       return "root ::= tool-call\n" + gbnf;
     case ToolCallSyntax::Mistral:
       return "root ::= \"[\" tool-call \"]\"\n" + gbnf;
+    case ToolCallSyntax::Harmony:
     case ToolCallSyntax::None:
       break;
   }
@@ -227,6 +237,7 @@ size_t ToolCallStream::safe_end() const {
       const char first = syntax_ == ToolCallSyntax::Llama3 ? '{' : '[';
       return t.front() == first ? 0 : text_.size();
     }
+    case ToolCallSyntax::Harmony:  // the text holds no call
     case ToolCallSyntax::None:
       break;
   }

@@ -8,6 +8,7 @@
 #include "server/api.h"
 #include "tessera/error.h"
 #include "tessera/llm/chat_template.h"
+#include "tessera/llm/harmony.h"
 
 namespace tessera::server {
 namespace {
@@ -54,8 +55,14 @@ ChatFormatter ChatFormatter::create(const gguf::File& file, const llm::Vocab& vo
 }
 
 llm::ToolCallSyntax ChatFormatter::tool_syntax() const {
-  return template_ ? llm::tool_call_syntax(template_->source()) : llm::ToolCallSyntax::None;
+  if (!template_) return llm::ToolCallSyntax::None;
+  // A template that writes <|channel|> as text, for a vocabulary without it as a control token,
+  // teaches no syntax whose calls could be read.
+  const llm::ToolCallSyntax syntax = llm::tool_call_syntax(template_->source());
+  return syntax == llm::ToolCallSyntax::Harmony && !harmony() ? llm::ToolCallSyntax::None : syntax;
 }
+
+bool ChatFormatter::harmony() const { return template_ && llm::uses_harmony(*vocab_, template_->source()); }
 
 std::vector<llm::Token> ChatFormatter::prompt(const nlohmann::json& messages,
                                               const nlohmann::ordered_json& variables) const {

@@ -31,6 +31,8 @@ class ChatFormatter {
                                                                      nlohmann::ordered_json::object()) const;
   // How the template's model writes tool calls (None without a template).
   llm::ToolCallSyntax tool_syntax() const;
+  // The template's replies are Harmony (gpt-oss: llm::uses_harmony).
+  bool harmony() const;
 
  private:
   ChatFormatter(const llm::Vocab& vocab, std::unique_ptr<llm::ChatTemplate> tmpl);

@@ -280,8 +280,9 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
         return reply_.error({500, u.error, "server_error", "generation_failed"});
       if (u.finish == llm::FinishReason::Cancelled)
         return reply_.error({503, "the generation was cancelled", "server_error", "cancelled"});
-      const llm::ToolReply tools = tools_ == llm::ToolCallSyntax::None ? llm::ToolReply{text_, {}}
-                                                                       : llm::parse_tool_calls(tools_, text_);
+      llm::ToolReply tools = tools_ == llm::ToolCallSyntax::None ? llm::ToolReply{text_, {}}
+                                                                 : llm::parse_tool_calls(tools_, text_);
+      if (tools_ == llm::ToolCallSyntax::Harmony) tools.calls = u.tool_calls;
       json choice{{"index", 0}, {"finish_reason", finish_name(u, tools)}};
       if (chat_ && tools.calls.empty()) {
         choice["message"] = {{"role", "assistant"}, {"content", text_}};
@@ -291,8 +292,9 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
         choice["message"] = {{"role", "assistant"},
                              {"content", tools.content.empty() ? json(nullptr) : json(tools.content)},
                              {"tool_calls", calls}};
-      } else
-        choice["text"] = text_, choice["logprobs"] = nullptr;
+      }
+      if (chat_ && !u.reasoning.empty()) choice["message"]["reasoning_content"] = u.reasoning;
+      if (!chat_) choice["text"] = text_, choice["logprobs"] = nullptr;
       return reply_.json_body(200, {{"id", id_},
                                     {"object", chat_ ? "chat.completion" : "text_completion"},
                                     {"created", created_},
@@ -308,9 +310,16 @@ class GenerationReply : public std::enable_shared_from_this<GenerationReply> {
       event(error_body({500, u.error.empty() ? "the generation was cancelled" : u.error, "server_error",
                         "generation_failed"}));
     } else {
+      if (chat_ && !u.reasoning.empty()) {  // a Harmony reply's analysis, whole, after its answer
+        json c = chunk("", nullptr);
+        c["choices"][0]["delta"].erase("content");
+        c["choices"][0]["delta"]["reasoning_content"] = u.reasoning;
+        event(c);
+      }
       llm::ToolReply tools;
       if (tools_ != llm::ToolCallSyntax::None) {
         tools = tool_stream_.finish();
+        if (tools_ == llm::ToolCallSyntax::Harmony) tools.calls = u.tool_calls;
         if (!tools.content.empty()) event(chunk(tools.content, nullptr));
         for (size_t i = 0; i < tools.calls.size(); ++i) {
           json call = tool_call_json(tools.calls[i]);
@@ -642,6 +651,18 @@ void Server::Impl::install_routes() {
          const std::optional<ToolRequest> tools = parse_tools(body, req.body);
          const bool use_tools = tools && tools->choice != ToolRequest::Choice::None;
          nlohmann::ordered_json variables = nlohmann::ordered_json::object();
+         if (chat->harmony()) {  // gpt-oss: the answer is the final channel, the analysis reasoning_content
+           if (!g.params.stop.empty())
+             fail(400, "'stop' is not applied to a Harmony reply (gpt-oss): it would cut its channels",
+                  "invalid_value");
+           if (g.params.grammar)
+             fail(
+                 400,
+                 "response_format and grammar are not applied to a Harmony reply (gpt-oss): its channels are "
+                 "not text a grammar could constrain",
+                 "invalid_value");
+           g.params.harmony = true;
+         }
          llm::ToolCallSyntax syntax = llm::ToolCallSyntax::None;
          if (use_tools) {
            syntax = chat->tool_syntax();
@@ -649,7 +670,8 @@ void Server::Impl::install_routes() {
              fail(
                  400,
                  "the model's chat template shows no tool call syntax this server reads (Hermes <tool_call>, "
-                 "Llama 3 JSON, Mistral [TOOL_CALLS]): its calls could not be returned as tool_calls",
+                 "Llama 3 JSON, Mistral [TOOL_CALLS], Harmony): its calls could not be returned as "
+                 "tool_calls",
                  "unsupported_tools");
            variables["tools"] = tools->tools;
            if (auto grammar = tool_call_grammar(*tools, syntax)) {

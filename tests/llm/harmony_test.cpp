@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tessera/error.h"
+#include "tessera/llm/tool_calls.h"
 #include "tessera/llm/vocab.h"
 
 using namespace tessera::llm;
@@ -128,4 +130,92 @@ TEST(Harmony, EndIsNotTheEndOfGenerationInAHarmonyVocabulary) {
   EXPECT_TRUE(phi3.is_end_of_generation(phi3.find("<|end|>")));
   const Vocab only_return = vocab({"<|return|>"});
   EXPECT_TRUE(only_return.is_end_of_generation(only_return.find("<|end|>")));
+}
+
+namespace {
+
+// A vocabulary with Harmony's control tokens and a few text pieces ("é" split over two byte
+// tokens).
+Vocab harmony_vocab() {
+  std::vector<std::string> tokens = {
+      "<unk>",       "<s>",     "</s>",       "<|start|>", "<|channel|>",
+      "<|message|>", "<|end|>", "<|return|>", "<|call|>",  "<|constrain|>",
+      "analysis",    "final",   "commentary", "assistant", "\u2581to=functions.get",
+      "\u2581Hi",    "<0xC3>",  "<0xA9>",     "{\"a\":",   "\u25811}",
+      "json"};
+  std::vector<TokenType> types(tokens.size(), TokenType::Normal);
+  types[0] = TokenType::Unknown;
+  for (size_t i = 1; i <= 9; ++i) types[i] = TokenType::Control;
+  types[16] = types[17] = TokenType::Byte;
+  SpecialTokens sp;
+  sp.unk = 0;
+  sp.bos = 1;
+  sp.eos = 2;
+  return Vocab("llama", tokens, {}, types, sp);
+}
+
+}  // namespace
+
+// Token by token: control tokens structure the reply, a character split over byte tokens arrives
+// whole, only the final channel reaches on_final, and a call's JSON arguments come out compacted.
+TEST(Harmony, TokensReadAsTheyAreSampled) {
+  const Vocab v = harmony_vocab();
+  const auto id = [&](std::string_view t) { return v.find(t); };
+  std::string final_text;
+  HarmonyTokens r(v, [&](std::string_view t) { final_text += t; });
+  for (Token t :
+       {id("<|channel|>"), id("analysis"), id("<|message|>"), id("\u2581Hi"), id("<|end|>"), id("<|start|>"),
+        id("assistant"), id("<|channel|>"), id("final"), id("<|message|>"), id("\u2581Hi"), id("<0xC3>")}) {
+    r.push(t);
+    EXPECT_EQ(final_text.find('\xC3'), std::string::npos) << "half a character went out";
+  }
+  r.push(id("<0xA9>"));
+  r.push(id("<|return|>"));
+  r.finish();
+  EXPECT_EQ(final_text, " Hi\u00e9");
+  EXPECT_EQ(r.reader().channel_text("analysis"), " Hi");
+  EXPECT_TRUE(r.reader().tool_calls().empty());
+
+  HarmonyTokens call(v, [&](std::string_view t) { ADD_FAILURE() << "a call's text went out: " << t; });
+  for (Token t : {id("<|channel|>"), id("commentary"), id("\u2581to=functions.get"), id("<|constrain|>"),
+                  id("json"), id("<|message|>"), id("{\"a\":"), id("\u25811}"), id("<|call|>")})
+    call.push(t);
+  call.finish();
+  const std::vector<ToolCall> calls = call.reader().tool_calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get");
+  EXPECT_EQ(calls[0].arguments, "{\"a\":1}");
+}
+
+// Only a message to functions.NAME ended by <|call|> with a JSON object is a call.
+TEST(Harmony, OnlyWholeCallsAreCalls) {
+  HarmonyReader r;
+  feed(r,
+       "<|channel|>commentary to=functions.a<|message|>{\"x\": [1, 2]}<|call|>"
+       "<|start|>assistant<|channel|>commentary to=functions.b<|message|>not json<|call|>"
+       "<|start|>assistant<|channel|>commentary to=browser.open<|message|>{}<|call|>"
+       "<|start|>assistant<|channel|>commentary to=functions.<|message|>{}<|call|>"
+       "<|start|>assistant<|channel|>commentary to=functions.c<|message|>[1]<|call|>"
+       "<|start|>assistant<|channel|>commentary to=functions.d<|message|>{}<|end|>"
+       "<|start|>assistant<|channel|>commentary to=functions.e<|message|>{\"y\":");
+  const std::vector<ToolCall> calls = r.tool_calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "a");
+  EXPECT_EQ(calls[0].arguments, "{\"x\":[1,2]}");
+}
+
+// A template that writes <|channel|> speaks Harmony only where the vocabulary has it as a control
+// token.
+TEST(Harmony, TemplatesSpeakHarmonyWithItsVocabulary) {
+  const Vocab v = harmony_vocab();
+  EXPECT_TRUE(uses_harmony(v, "{{ '<|start|>assistant<|channel|>final<|message|>' }}"));
+  EXPECT_FALSE(uses_harmony(v, "{{ '<|im_start|>assistant' }}"));
+  const Vocab plain("llama", {"<unk>", "<s>", "</s>", "<|channel|>"}, {},
+                    {TokenType::Unknown, TokenType::Control, TokenType::Control, TokenType::Normal}, {});
+  EXPECT_FALSE(uses_harmony(plain, "{{ '<|channel|>' }}"));
+  EXPECT_EQ(tool_call_syntax("{{ '<|channel|>' }}"), ToolCallSyntax::Harmony);
+  EXPECT_THROW(
+      tool_call_gbnf(ToolCallSyntax::Harmony,
+                     nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"f"}}])")),
+      tessera::Error);
 }

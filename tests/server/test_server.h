@@ -36,8 +36,8 @@ struct TestServer {
   // `configure` changes the defaults (one slot, 256 cells per slot, any free port).
   explicit TestServer(const std::function<void(server::ServerOptions&)>& configure = {}) {
     server::ServerOptions o;
-    if (configure) configure(o);
     o.model_path = kModel;
+    if (configure) configure(o);
     o.port = 0;
     if (o.n_ctx == 0) o.n_ctx = 256 * o.n_slots;
     o.log = [this](const std::string& line) {

@@ -24,7 +24,6 @@
 #include "tessera/llm/harmony.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/session.h"
-#include "tessera/llm/token_streamer.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera::cli {
@@ -93,21 +92,11 @@ void run_chat(const ChatSettings& s) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   };
-  // Harmony: the template writes channels and the vocabulary has them as control tokens.
-  const llm::Token channel_token = vocab.find("<|channel|>");
-  const bool harmony = source->find("<|channel|>") != std::string::npos && channel_token != llm::kNoToken &&
-                       vocab.type(channel_token) == llm::TokenType::Control;
-  std::optional<llm::HarmonyReader> reader;
-  std::optional<llm::TokenStreamer> streamer;
+  // Harmony: the reply's structure is in control tokens; the final channel is shown.
+  const bool harmony = llm::uses_harmony(vocab, *source);
+  std::optional<llm::HarmonyTokens> reader;
   if (harmony) {
-    go.on_token = [&](llm::Token id) {
-      if (vocab.type(id) == llm::TokenType::Control) {
-        reader->text(streamer->finish());
-        reader->control(vocab.text(id));
-      } else {
-        reader->text(streamer->push(id));
-      }
-    };
+    go.on_token = [&](llm::Token id) { reader->push(id); };
   } else {
     go.on_text = [&](std::string_view piece) {
       reply += piece;
@@ -132,12 +121,7 @@ void run_chat(const ChatSettings& s) {
                   fmt::format("the conversation has {} tokens, more than the context of {}", tokens.size(),
                               session.n_ctx()));
     reply.clear();
-    if (harmony) {
-      reader.emplace([&show](const llm::HarmonyMessage& m, std::string_view text) {
-        if (m.channel == "final" && m.recipient.empty()) show(text);
-      });
-      streamer.emplace(vocab);
-    }
+    if (harmony) reader.emplace(vocab, show);
     g_interrupted.store(false);
     g_generating.store(true);
     const llm::GenerateResult r = generator.generate(tokens, sampler, go);
@@ -150,11 +134,12 @@ void run_chat(const ChatSettings& s) {
     fmt::print(stderr, "[turn {}: {} prompt tokens, {} cached, {} evaluated]\n", turn, tokens.size(),
                r.cached_tokens, tokens.size() - r.cached_tokens);
     if (harmony) {
-      reader->text(streamer->finish());
-      const std::string thinking = reader->channel_text("analysis");
+      reader->finish();
+      const std::string thinking = reader->reader().channel_text("analysis");
       fmt::print(stderr, "[{} characters of analysis not shown]\n", thinking.size());
-      messages.push_back(
-          {{"role", "assistant"}, {"content", reader->channel_text("final")}, {"thinking", thinking}});
+      messages.push_back({{"role", "assistant"},
+                          {"content", reader->reader().channel_text("final")},
+                          {"thinking", thinking}});
     } else {
       messages.push_back({{"role", "assistant"}, {"content", reply}});
     }

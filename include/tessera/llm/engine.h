@@ -19,6 +19,7 @@
 
 #include "tessera/llm/generator.h"
 #include "tessera/llm/grammar.h"
+#include "tessera/llm/harmony.h"
 #include "tessera/llm/model.h"
 #include "tessera/llm/sampler.h"
 #include "tessera/llm/session.h"
@@ -48,6 +49,12 @@ struct GenerationParams {
   // soon as the text is complete and nothing else may follow. A grammar that lets no token of
   // the vocabulary continue ends the generation with an error.
   std::shared_ptr<const Grammar> grammar;
+  // The reply is Harmony (gpt-oss; llm::uses_harmony): its control tokens structure it into
+  // messages. The text handed out is then the final channel's (to no recipient) only, and the end's
+  // update carries the analysis channel (`reasoning`) and the tool calls. Stop strings and a
+  // grammar are refused with it (Error(InvalidArgument)): they would read or cut text that is not
+  // the answer.
+  bool harmony = false;
 };
 
 // What a generation has produced since the last poll() or take().
@@ -62,6 +69,9 @@ struct GenerationUpdate {
   int cached_tokens = 0;  // prompt tokens reused from what the slot already held
   int completion_tokens = 0;
   std::string error;  // when finish is Error
+  // A Harmony generation's end (GenerationParams::harmony): its analysis text and its tool calls.
+  std::string reasoning;
+  std::vector<ToolCall> tool_calls;
 };
 
 class Engine;
@@ -95,6 +105,8 @@ class Generation {
  private:
   friend class Engine;
   void push(const std::string& text);
+  // What a Harmony reply held besides its answer; before finish().
+  void set_structure(std::string reasoning, std::vector<ToolCall> tool_calls);
   void finish(FinishReason reason, const std::string& error = {});
   GenerationUpdate drain();  // mutex_ held
   // Calls notify_ (mutex_ held on entry, released on return), or leaves it to the call under way.
@@ -170,6 +182,7 @@ class Engine {
     std::shared_ptr<Generation> job;
     std::unique_ptr<Sampler> sampler;
     std::optional<GenerationRules> rules;  // ends, stop strings and the settled text
+    std::optional<HarmonyTokens> harmony;  // a Harmony reply's structure (GenerationParams::harmony)
     size_t fed = 0;                        // prompt tokens in the cache
     Token next = kNoToken;                 // sampled, to be decoded at the next step (generating when set)
   };

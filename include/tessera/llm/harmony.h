@@ -13,6 +13,10 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/llm/token_streamer.h"
+#include "tessera/llm/tool_calls.h"
+#include "tessera/llm/vocab.h"
+
 namespace tessera::llm {
 
 struct HarmonyMessage {
@@ -45,6 +49,9 @@ class HarmonyReader {
   const std::vector<HarmonyMessage>& messages() const noexcept { return messages_; }
   // The texts of every message in `channel` (to no recipient), joined.
   std::string channel_text(std::string_view channel) const;
+  // The reply's tool calls: each message to "functions.NAME" ended by <|call|> whose text is a JSON
+  // object (the arguments, compacted). Any other message is no call.
+  std::vector<ToolCall> tool_calls() const;
 
  private:
   enum class Part { Header, Channel, Constrain, Body, Between };
@@ -54,6 +61,27 @@ class HarmonyReader {
   std::vector<HarmonyMessage> messages_;
   Part part_ = Part::Header;
   std::string header_, channel_, constrain_;
+};
+
+// True when a chat template writes Harmony (<|channel|>) and the vocabulary has <|channel|> as a
+// control token, so that a reply's structure can be told from its text.
+bool uses_harmony(const Vocab& vocab, std::string_view template_source);
+
+// A Harmony reply read token by token as a generation samples them: control tokens by their text,
+// the others' text in whole UTF-8 characters. `on_final` gets the final channel's text (to no
+// recipient) as it comes: the answer a user is shown. The vocabulary must outlive it.
+class HarmonyTokens {
+ public:
+  HarmonyTokens(const Vocab& vocab, std::function<void(std::string_view)> on_final);
+  void push(Token id);
+  // The reply has ended: the text still held (an incomplete UTF-8 tail) goes to its message.
+  void finish();
+  const HarmonyReader& reader() const noexcept { return reader_; }
+
+ private:
+  const Vocab& vocab_;
+  TokenStreamer text_;
+  HarmonyReader reader_;
 };
 
 }  // namespace tessera::llm

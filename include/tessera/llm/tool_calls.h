@@ -17,6 +17,8 @@ enum class ToolCallSyntax {
   Llama3,   // the whole reply is {"name": ..., "parameters": {...}} (Llama 3.1/3.2 JSON tool calling)
   Mistral,  // [TOOL_CALLS] (a control token, so not in the text), then [{"name": ..., "arguments": {...}},
             // ...]
+  Harmony,  // gpt-oss: a message to functions.NAME ended by <|call|>, in control tokens the text never
+            // holds (llm/harmony.h's HarmonyTokens reads the calls; the text is the final answer)
 };
 const char* tool_call_syntax_name(ToolCallSyntax syntax) noexcept;
 // The syntax a chat template teaches its model (what it writes for an assistant's tool_calls).
