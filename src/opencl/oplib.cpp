@@ -35,6 +35,8 @@ std::shared_ptr<const device::OpLibrary> make_op_library() {
   register_softmax(*lib);
   register_rope(*lib);
   register_mul_mat(*lib);
+  register_add_id(*lib);
+  register_glu(*lib);
   return lib;
 }
 

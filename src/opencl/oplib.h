@@ -42,6 +42,8 @@ void register_norm(device::OpLibrary& lib);     // NORM, RMS_NORM, GROUP_NORM (o
 void register_softmax(device::OpLibrary& lib);  // SOFT_MAX, DIAG_MASK_INF (ops/softmax.cpp)
 void register_rope(device::OpLibrary& lib);     // ROPE               (ops/rope.cpp)
 void register_mul_mat(device::OpLibrary& lib);  // MUL_MAT            (ops/mul_mat.cpp)
+void register_add_id(device::OpLibrary& lib);   // ADD_ID             (ops/add_id.cpp)
+void register_glu(device::OpLibrary& lib);      // GLU (SWIGLU_OAI)   (ops/glu.cpp)
 // Batch width from which MUL_MAT takes the GEMM path, for every weight type; TESSERA_OPENCL_GEMM_MIN_N
 // (read once) sets it, and this overrides both (nullopt: back to the environment or the defaults).
 void set_gemm_min_columns(std::optional<int64_t> columns);

@@ -1,5 +1,5 @@
 // SOFT_MAX and DIAG_MASK_INF. SOFT_MAX runs a work-group per row: w = x*scale + slope*mask, then
-// max, sum of exp(w - max) and the normalized values, each pass over the row recomputing w (so a
+// max (with the head's sink), sum of exp(w - max) (plus the sink's) and the normalized values, each pass over the row recomputing w (so a
 // result in place of its source is safe: every element is read and written by one item).
 
 // ALiBi slope of head h (1 when max_bias is 0): m0^(h+1) for the first n_head_log2 heads, then
@@ -16,11 +16,12 @@ inline float masked(global const char* x, ulong xnb0, global const char* m, ulon
 }
 
 // mask_type < 0: no mask. The mask row i1 of slice (i2 % mne2, i3 % mne3) applies to row (i1, i2, i3).
-// A row whose logits are all -inf gives zeros. Grid: (ne1 groups, ne2, ne3).
+// has_sinks: head i2's sink logit sinks[i2] joins the row's max and denominator (gpt-oss). Without
+// sinks, a row whose logits are all -inf gives zeros. Grid: (ne1 groups, ne2, ne3).
 kernel void soft_max(global const char* src, ulong src_off, long ne0, ulong4 snb, global const char* mask,
                      ulong mask_off, int mask_type, long mne2, long mne3, ulong4 mnb, global char* dst,
                      ulong dst_off, ulong4 dnb, float scale, float max_bias, float m0, float m1,
-                     long n_head_log2) {
+                     long n_head_log2, global const char* sinks, ulong sinks_off, int has_sinks) {
   local float buf[MAX_GROUP];
   const long i1 = get_group_id(0), i2 = get_global_id(1), i3 = get_global_id(2);
   const int lid = get_local_id(0), nl = get_local_size(0);
@@ -33,13 +34,15 @@ kernel void soft_max(global const char* src, ulong src_off, long ne0, ulong4 snb
   float mx = -INFINITY;
   for (long i = lid; i < ne0; i += nl) mx = fmax(mx, masked(x, snb.s0, m, mnb.s0, mask_type, i, scale, slope));
   mx = group_max(mx, buf);
+  const float sink = has_sinks ? ((global const float*)(sinks + sinks_off))[i2] : -INFINITY;
+  mx = fmax(mx, sink);
   if (mx == -INFINITY) {  // a fully masked row: zeros (see the CPU kernel)
     for (long i = lid; i < ne0; i += nl) *(global float*)(y + i * dnb.s0) = 0.0f;
     return;
   }
   float s = 0.0f;
   for (long i = lid; i < ne0; i += nl) s += exp(masked(x, snb.s0, m, mnb.s0, mask_type, i, scale, slope) - mx);
-  const float inv = 1.0f / group_sum(s, buf);
+  const float inv = 1.0f / (group_sum(s, buf) + (has_sinks ? exp(sink - mx) : 0.0f));
   for (long i = lid; i < ne0; i += nl)
     *(global float*)(y + i * dnb.s0) = exp(masked(x, snb.s0, m, mnb.s0, mask_type, i, scale, slope) - mx) * inv;
 }

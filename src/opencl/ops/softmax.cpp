@@ -1,5 +1,5 @@
-// SOFT_MAX (optional F16/F32 mask tiled over dims 2-3, scale, ALiBi) and DIAG_MASK_INF on OpenCL
-// (kernels/softmax.cl). Any source strides; SOFT_MAX runs a work-group per row.
+// SOFT_MAX (optional F16/F32 mask tiled over dims 2-3, scale, ALiBi, attention sinks) and DIAG_MASK_INF on
+// OpenCL (kernels/softmax.cl). Any source strides; SOFT_MAX runs a work-group per row.
 #include "core/check.h"
 #include "opencl/oplib.h"
 #include "opencl/ops/group_launch.h"
@@ -12,7 +12,10 @@ bool supports_soft_max(const Tensor& node) {
   const Tensor* a = node.src[0];
   const Tensor* mask = node.src[1];
   if (a == nullptr || a->type != DType::F32 || node.type != DType::F32 || !node.same_shape(*a)) return false;
-  if (node.src[2] != nullptr) return false;  // attention sinks: no kernel here (the CPU runs them)
+  const Tensor* sinks = node.src[2];  // one per head (dim 2), contiguous f32
+  if (sinks != nullptr &&
+      (sinks->type != DType::F32 || sinks->ne[0] != a->ne[2] || !sinks->rows_contiguous()))
+    return false;
   if (mask == nullptr) return true;
   return (mask->type == DType::F32 || mask->type == DType::F16) && mask->ne[0] == a->ne[0] &&
          mask->ne[1] >= a->ne[1] && mask->ne[2] > 0 && mask->ne[3] > 0 && a->ne[2] % mask->ne[2] == 0 &&
@@ -40,8 +43,16 @@ void run_soft_max(const device::OpContext& ctx, Tensor& node) {
   const float scale = params.scale, max_bias = alibi.max_bias, m0 = alibi.m0, m1 = alibi.m1;
   const cl_long ne0 = a.ne[0], mne2 = m.ne.s[2], mne3 = m.ne.s[3], nhl = alibi.n_head_log2;
   cl_kernel k = kernel_of(ctx, "softmax", "soft_max");
+  TensorArg sk;
+  cl_int has_sinks = 0;
+  if (node.src[2] != nullptr) {
+    sk = tensor_arg(ctx, *node.src[2]);
+    has_sinks = 1;
+  } else {
+    sk.mem = s.mem;  // never read
+  }
   set_args(ctx, k, s.mem, s.offset, ne0, s.nb, m.mem, m.offset, mask_type, mne2, mne3, m.nb, d.mem, d.offset,
-           d.nb, scale, max_bias, m0, m1, nhl);
+           d.nb, scale, max_bias, m0, m1, nhl, sk.mem, sk.offset, has_sinks);
   launch_groups(ctx, k,
                 {static_cast<size_t>(a.ne[1]), static_cast<size_t>(a.ne[2]), static_cast<size_t>(a.ne[3])},
                 group_size(ctx, k, pow2_at_least(static_cast<size_t>(ne0))));
