@@ -41,7 +41,7 @@ void register_reduce(device::OpLibrary& lib);   // SUM_ROWS, ARGSORT (ops/reduce
 void register_norm(device::OpLibrary& lib);     // NORM, RMS_NORM, GROUP_NORM (ops/norm.cpp)
 void register_softmax(device::OpLibrary& lib);  // SOFT_MAX, DIAG_MASK_INF (ops/softmax.cpp)
 void register_rope(device::OpLibrary& lib);     // ROPE               (ops/rope.cpp)
-void register_mul_mat(device::OpLibrary& lib);  // MUL_MAT            (ops/mul_mat.cpp)
+void register_mul_mat(device::OpLibrary& lib);  // MUL_MAT, MUL_MAT_ID (ops/mul_mat.cpp)
 void register_add_id(device::OpLibrary& lib);   // ADD_ID             (ops/add_id.cpp)
 void register_glu(device::OpLibrary& lib);      // GLU (SWIGLU_OAI)   (ops/glu.cpp)
 // Batch width from which MUL_MAT takes the GEMM path, for every weight type; TESSERA_OPENCL_GEMM_MIN_N

@@ -187,9 +187,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{32, 64, 5, 8, 2, 1, DType::F32, false, 0, kScale, 0.0f, 0.0f, true}),
     case_name);
 
-// The same on OpenCL0, which has no FLASH_ATTN_EXT kernel: its MUL_MAT, SCALE, TANH, SOFT_MAX and
-// CPY kernels give the fused op's results within SOFT_MAX's conformance bound. Its SOFT_MAX has no
-// sinks: with them the node stays whole on the CPU, with the same results.
+// The same on OpenCL0, which has no FLASH_ATTN_EXT kernel: its MUL_MAT, SCALE, TANH, SOFT_MAX (with
+// sinks too) and CPY kernels give the fused op's results within SOFT_MAX's conformance bound.
 TEST_P(DecomposedFlashAttn, RunsOnOpenCL0) {
   TESSERA_REQUIRE_OPENCL_DEVICE("OpenCL0");
   const Case& c = GetParam();
@@ -210,13 +209,9 @@ TEST_P(DecomposedFlashAttn, RunsOnOpenCL0) {
   Tensor* out = in.attention(c);
   Graph g({out});
   sched.compute(g);
-  if (c.sinks) {
-    EXPECT_EQ(sched.backend_of(out), &cpu_backend) << sched.report();
-  } else {
-    EXPECT_EQ(sched.backend_of(out), device_backend.get());
-    EXPECT_TRUE(sched.fallbacks().empty()) << sched.report();
-    EXPECT_NE(sched.report().find("1 decomposed"), std::string::npos) << sched.report();
-  }
+  EXPECT_EQ(sched.backend_of(out), device_backend.get());
+  EXPECT_TRUE(sched.fallbacks().empty()) << sched.report();
+  EXPECT_NE(sched.report().find("1 decomposed"), std::string::npos) << sched.report();
   EXPECT_LT(nmse(read(sched.result(*out)), want), 1e-6) << sched.report();
 }
 

@@ -307,3 +307,45 @@ kernel void mul_mat_weights_f32(global const char* a, ulong a_off, ulong a_doff,
     for (int j = 0; j < n; ++j) o[(w * rows + r) * K + k0 + j] = x[j];
   }
 }
+
+// MUL_MAT_ID: dst[m, e, t] = sum_k a[k, m, ids[e, t]] * y[k, e % B1, t], y being b as the weights
+// multiply it (contiguous f32 rows [K, B1, T], rounded as MUL_MAT rounds b: mul_mat_prepare_b). A
+// work-group per (m, e, t): each item sums a strided share of the row (32-element chunks of block
+// weights, decoded as load_chunk does; single elements of float weights), then the shares are added
+// in local memory, so a token's result never depends on the other tokens or slots. An expert id
+// outside [0, E) gives NaN (the CPU refuses it with an Error, which a kernel cannot raise).
+// Grid: (M groups, n_used, T).
+kernel void mul_mat_id(global const char* a, ulong a_off, ulong a_doff, int a_type, long4 ane, ulong4 anb,
+                       global const char* y, ulong y_off, long B1, global const char* ids, ulong ids_off,
+                       ulong4 inb, global char* d, ulong d_off, ulong4 dnb) {
+  local float buf[MV_WG];
+  const long m = get_group_id(0), e = get_global_id(1), t = get_global_id(2);
+  const int lid = get_local_id(0), nl = get_local_size(0);
+  const long K = ane.s0;
+  const int expert = *(global const int*)(ids + ids_off + e * inb.s0 + t * inb.s1);
+  const bool bad = expert < 0 || expert >= ane.s2;
+  global const float* yc = (global const float*)(y + y_off) + (t * B1 + e % B1) * K;
+  float acc = 0.0f;
+  if (!bad && is_quant(a_type)) {
+    const int chunks = (int)(block_elems(a_type) / QK);
+    const long blk0 = (long)((m * anb.s1 + expert * anb.s2) / (ulong)block_bytes(a_type));
+    for (long ch = lid; ch < K / QK; ch += nl) {
+      float x[QK];
+      load_chunk(a + a_off, a + a_doff, blk0 + ch / chunks, (int)(ch % chunks), a_type, x);
+      float s = 0.0f;
+      for (int j = 0; j < QK; j += 4)
+        s += dot4((float4)(x[j], x[j + 1], x[j + 2], x[j + 3]), vload4(0, yc + ch * QK + j));
+      acc += s;
+    }
+  } else if (!bad) {
+    global const char* row = a + a_off + m * anb.s1 + expert * anb.s2;
+    for (long k = lid; k < K; k += nl) acc += load_f32(row + k * anb.s0, a_type) * yc[k];
+  }
+  buf[lid] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = nl / 2; s > 0; s >>= 1) {
+    if (lid < s) buf[lid] += buf[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) *(global float*)(d + d_off + m * dnb.s0 + e * dnb.s1 + t * dnb.s2) = bad ? NAN : buf[0];
+}

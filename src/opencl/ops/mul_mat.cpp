@@ -13,6 +13,9 @@
 //    weights are converted to f32 tile by tile (rows of one weight batch) into pool scratch, and
 //    a tile serves every batch of b that stretches it. b is rounded as on the other path, so both
 //    paths compute the same products.
+//
+// MUL_MAT_ID (the experts' products of a MoE layer): b rounded as above, then a work-group per
+// output (row, slot, token) dots the picked expert's row with it, for every weight type.
 #include "opencl/ops/mul_mat.h"
 
 #include <algorithm>
@@ -361,6 +364,54 @@ void run_mul_mat(const device::OpContext& ctx, Tensor& node) {
   run_vec(ctx, node, a, b, s);
 }
 
+// ---------------------------------------------------------------- MUL_MAT_ID
+
+// The experts a [K, M, E] of any weight type MUL_MAT takes, b [K, B1, T] f32 or f16 (B1 = 1: shared
+// by the slots, or one row per slot), ids [n_used, T] i32; dst [M, n_used, T] f32.
+bool supports_mul_mat_id(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  const Tensor* ids = node.src[2];
+  if (a == nullptr || b == nullptr || ids == nullptr || node.type != DType::F32 || ids->type != DType::I32)
+    return false;
+  const bool a_ok = a->type == DType::F32 || a->type == DType::F16 || a->type == DType::BF16 ||
+                    has_q8_0_kernel(a->type) || native_vec_kernel(a->type) != nullptr;
+  if (!a_ok || (b->type != DType::F32 && b->type != DType::F16) || a->ne[3] != 1) return false;
+  if (is_quantized(a->type) && !a->rows_contiguous()) return false;
+  return a->ne[0] == b->ne[0] && b->ne[3] == 1 && ids->ne[1] == b->ne[2] && ids->ne[1] == node.ne[2] &&
+         node.ne[0] == a->ne[1] && node.ne[1] == ids->ne[0] && b->ne[1] > 0 && ids->ne[0] % b->ne[1] == 0;
+}
+
+void run_mul_mat_id(const device::OpContext& ctx, Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const Tensor& ids = *node.src[2];
+  if (node.nelements() == 0) return;
+  const int64_t k = a.ne[0], b1 = b.ne[1], tokens = b.ne[2];
+  if (k == 0) {
+    ctx.runtime->fill_async(*ctx.stream, node.data, 0, node.nbytes());
+    return;
+  }
+  // b as the weights multiply it (MUL_MAT's rounding), contiguous f32 rows [K, B1, T].
+  device::Scratch y(*ctx.pool, static_cast<size_t>(k * b1 * tokens) * sizeof(float));
+  prepare_b(ctx, b, Shape{k, a.ne[1], b1, tokens, 1, 1, 1}, y, f32_b_mode(a.type));
+  const ClAddress yo = address_arg(ctx, y.data(), y.size());
+  const TensorArg at = tensor_arg(ctx, a);
+  const TensorArg it = tensor_arg(ctx, ids);
+  const TensorArg d = tensor_arg(ctx, node);
+  const cl_long B1 = b1;
+  const cl_ulong y_off = yo.offset;
+  cl_kernel kern = kernel_of(ctx, "mul_mat", "mul_mat_id");
+  set_args(ctx, kern, at.mem, at.offset, at.scale_offset, at.type, at.ne, at.nb, yo.mem, y_off, B1, it.mem,
+           it.offset, it.nb, d.mem, d.offset, d.nb);
+  const int64_t per_item = is_quantized(a.type) ? kQuantBlock : 1;
+  launch_groups(
+      ctx, kern, {static_cast<size_t>(a.ne[1]), static_cast<size_t>(ids.ne[0]), static_cast<size_t>(tokens)},
+      group_size(
+          ctx, kern,
+          std::min(kVecGroup, pow2_at_least(static_cast<size_t>(std::max<int64_t>(1, k / per_item))))));
+}
+
 }  // namespace
 
 MulMatPathCounts mul_mat_path_counts() noexcept {
@@ -378,6 +429,7 @@ bool mul_mat_has_gemm() noexcept {
 void register_mul_mat(device::OpLibrary& lib) {
   (void)gemm_env_columns();  // read the knob (and warn about junk) when the library is made, not mid-run
   lib.set(Op::MulMat, {&supports_mul_mat, &run_mul_mat});
+  lib.set(Op::MulMatId, {&supports_mul_mat_id, &run_mul_mat_id});
 }
 
 void set_gemm_min_columns(std::optional<int64_t> columns) { gemm_set_columns() = columns; }
