@@ -94,6 +94,19 @@ TEST(PipelineCli, RunGeneratesTheSingleProcessText) {
   }
 }
 
+// perplexity's chunks through the stages: the single process's figures, to the last digit; the
+// later ranks print nothing.
+TEST(PipelineCli, PerplexityGivesTheSingleProcessFigures) {
+  const std::string args = " perplexity -m " + kStories + " -f " + std::string(TESSERA_FIXTURES_DIR) +
+                           "/perplexity/story.txt -c 128 -b 64 --chunks 3 -t 1";
+  const CliResult single = mpirun("-np 1 " + kCli + args, 300, false);  // one plain process: its stdout
+  ASSERT_EQ(single.code, 0) << single.out;
+  ASSERT_NE(single.out.find("Final estimate: PPL = "), std::string::npos) << single.out;
+  const CliResult piped = mpirun("-np 2 " + kCli + args + " --pipeline", 300, false);
+  ASSERT_EQ(piped.code, 0) << piped.out;
+  EXPECT_EQ(piped.out, single.out);
+}
+
 TEST(PipelineCli, BadSplitsAreErrors) {
   struct Case {
     std::string ranks_and_flags, says;

@@ -11,6 +11,7 @@
 
 #include "checks.h"
 #include "commands.h"
+#include "pipeline_flag.h"
 #include "split_flags.h"
 #include "tessera/error.h"
 #include "tessera/llm/model.h"
@@ -23,6 +24,7 @@ namespace {
 struct PerplexityArgs {
   std::string model, file, device, kld_base;
   SplitFlags split;
+  PipelineFlag pipeline;
   int64_t n_ctx = 512, n_batch = 2048, chunks = -1;
   int threads = 0, n_gpu_layers = 0;
   bool kl_divergence = false, ctx_given = false, no_mmap = false;
@@ -90,6 +92,9 @@ void print_kl_statistics(const llm::KlDivergenceResult& r) {
   fmt::print("Same top p: {:6.3f} ± {:5.3f} %\n", 100.0 * top.value, 100.0 * top.error);
 }
 
+void evaluate(const PerplexityArgs& a, const llm::PerplexityOptions& po, int64_t n_ctx,
+              const std::string& text, llm::Session& session, const llm::Vocab& vocab);
+
 void run_perplexity(const PerplexityArgs& a) {
   if (a.kl_divergence && a.kld_base.empty())
     throw Error(ErrorCode::InvalidArgument, "--kl-divergence needs the base file: --kl-divergence-base FILE");
@@ -104,13 +109,13 @@ void run_perplexity(const PerplexityArgs& a) {
   po.n_batch = a.n_batch;
   po.max_chunks = a.chunks;
   int64_t n_ctx = a.n_ctx;
-  std::string text;
+  std::string text, about_base;
   if (a.kl_divergence) {
     const llm::KlDivergenceBaseInfo info = llm::read_kl_divergence_base_info(a.kld_base);
     if (!a.ctx_given) n_ctx = info.n_ctx;
     po.n_ctx = a.ctx_given ? a.n_ctx : 0;
-    fmt::print(stderr, "kl_divergence: {}: {} chunks of {} tokens, vocabulary of {}\n", a.kld_base,
-               info.n_chunks, info.n_ctx, info.n_vocab);
+    about_base = fmt::format("kl_divergence: {}: {} chunks of {} tokens, vocabulary of {}\n", a.kld_base,
+                             info.n_chunks, info.n_ctx, info.n_vocab);
   } else {
     text = read_text(a.file);
     po.n_ctx = n_ctx;
@@ -120,20 +125,29 @@ void run_perplexity(const PerplexityArgs& a) {
 
   llm::LoadOptions lo;
   lo.n_gpu_layers = a.n_gpu_layers;
-  a.split.apply(lo);
   lo.device = a.device;
   lo.use_mmap = !a.no_mmap;
-  auto model = llm::Model::load(a.model, lo);
-  const auto vocab = llm::Vocab::from_gguf(*model->file());
-  if (n_ctx > model->hparams().n_ctx_train)
-    fmt::print(stderr, "perplexity: the model was trained on only {} context tokens ({} specified)\n",
-               model->hparams().n_ctx_train, n_ctx);
-  llm::SessionOptions so;
-  so.n_ctx = n_ctx;
-  so.n_batch = std::min(a.n_batch, n_ctx);
-  so.n_threads = a.threads;
-  llm::Session session(*model, so);
+  // With --pipeline every rank reads the inputs above (so the text, or the base file's header, must
+  // be on every machine) and loads its stage; rank 0 evaluates and prints, the others serve.
+  a.pipeline.run(a.model, lo, a.split, [&](llm::LoadOptions& options, const auto& attach) {
+    auto model = llm::Model::load(a.model, options);
+    const auto vocab = llm::Vocab::from_gguf(*model->file());
+    llm::SessionOptions so;
+    so.n_ctx = n_ctx;
+    so.n_batch = std::min(a.n_batch, n_ctx);
+    so.n_threads = a.threads;
+    llm::Session session(*model, so);
+    if (!attach(session)) return;
+    fmt::print(stderr, "{}", about_base);
+    if (n_ctx > model->hparams().n_ctx_train)
+      fmt::print(stderr, "perplexity: the model was trained on only {} context tokens ({} specified)\n",
+                 model->hparams().n_ctx_train, n_ctx);
+    evaluate(a, po, n_ctx, text, session, vocab);
+  });
+}
 
+void evaluate(const PerplexityArgs& a, const llm::PerplexityOptions& po, int64_t n_ctx,
+              const std::string& text, llm::Session& session, const llm::Vocab& vocab) {
   if (a.kl_divergence) {
     fmt::print(
         "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS"
@@ -211,6 +225,7 @@ void add_perplexity(CLI::App& app) {
   cmd->add_option("--n-gpu-layers", args->n_gpu_layers, "layers to offload")->check(non_negative());
   cmd->add_option("--device", args->device, "device for offloaded layers, or several: OpenCL0,OpenCL1");
   args->split.add_to(cmd);
+  args->pipeline.add_to(cmd);
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args, ctx] {
     args->ctx_given = ctx->count() > 0;
