@@ -348,7 +348,7 @@ Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoePara
     if (h.residual_scale == 0.0f) return named(ops::add(ctx, x, out), what, il);
     return named(ops::add(ctx, ops::scale(ctx, out, h.residual_scale), x), what, il);
   };
-  for (int64_t il = m.first_layer(); il < m.end_layer(); ++il) {
+  for (int64_t il = b.layers.first; il < b.layers.end; ++il) {
     const Layer& l = m.layers()[static_cast<size_t>(il)];
     AttentionParams lp = ap;
     lp.use_rope = ap.use_rope && h.rope_layer(il);
@@ -369,7 +369,7 @@ Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoePara
     }
     x = residual(cur, "l_out", il);
   }
-  if (!m.last_stage()) return x;
+  if (!b.ends_model()) return x;
   x = b.select_outputs(x);
   x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
   if (b.embeddings) return x;
@@ -388,7 +388,7 @@ Tensor* sandwich_norm_decoder(GraphBuild& b,
     Tensor* e = named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1);
     return named(ops::scale(b.ctx, e, std::sqrt(static_cast<float>(h.n_embd))), "embd_scaled", -1);
   });
-  for (int64_t il = m.first_layer(); il < m.end_layer(); ++il) {
+  for (int64_t il = b.layers.first; il < b.layers.end; ++il) {
     const Layer& l = m.layers()[static_cast<size_t>(il)];
     Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
     cur = attention(b, l, il, cur, attention_of_layer(b, il));
@@ -399,7 +399,7 @@ Tensor* sandwich_norm_decoder(GraphBuild& b,
     cur = rms_norm(b, cur, l.post_ffn_norm, h.rms_eps, "ffn_post_norm", il);
     x = named(ops::add(b.ctx, cur, x), "l_out", il);
   }
-  if (!m.last_stage()) return x;
+  if (!b.ends_model()) return x;
   x = b.select_outputs(x);
   x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
   if (b.embeddings) return x;

@@ -21,7 +21,8 @@ struct KvRun {
 // One micro-batch's graph under construction. Input tensors have no memory yet: the Session
 // places and fills them once the builder is done.
 struct GraphBuild {
-  GraphBuild(Context& c, Graph& g, const Model& m, KvCache& kv) : ctx(c), graph(g), model(m), cache(kv) {}
+  GraphBuild(Context& c, Graph& g, const Model& m, KvCache& kv)
+      : ctx(c), graph(g), model(m), cache(kv), layers{m.first_layer(), m.end_layer()} {}
 
   Context& ctx;
   Graph& graph;
@@ -42,6 +43,11 @@ struct GraphBuild {
   // A later pipeline stage's input (Model::first_stage() false): F32 [n_embd, n_tokens], the
   // hidden states the previous stage computed.
   Tensor* hidden_in = nullptr;
+  // The layers this graph computes: the model's (a pipeline stage's) unless a Session pipelining
+  // micro-batches across devices builds one graph per device's range. A range that does not
+  // start the model takes hidden_in; one that does not end it returns the hidden states.
+  LayerRange layers;
+  bool ends_model() const { return layers.end == model.end_layer() && model.last_stage(); }
 
   // The first layer's input: hidden_in on a later pipeline stage, else what embed() builds.
   template <typename Embed>

@@ -26,8 +26,8 @@ int main(int argc, char** argv) {
   tessera::cli::add_quantize(app);
   tessera::cli::add_perplexity(app);
   tessera::cli::add_imatrix(app);
-  // llama.cpp spells flags "-ngl", "-cnv", "-sys", "-np", "-fa", "-sm", "-ts"; CLI11 takes single-dash names
-  // of one letter only.
+  // llama.cpp spells flags "-ngl", "-cnv", "-sys", "-np", "-fa", "-sm", "-ts", "-ub"; CLI11 takes single-dash
+  // names of one letter only.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {
     std::string a = argv[i];
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     if (a == "-fa") a = "--flash-attn";
     if (a == "-sm") a = "--split-mode";
     if (a == "-ts") a = "--tensor-split";
+    if (a == "-ub") a = "--ubatch-size";
     args.push_back(std::move(a));
   }
   // CLI11 reads an unknown first word as a stray positional and says only "A subcommand is required".

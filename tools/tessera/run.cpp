@@ -37,7 +37,7 @@ struct RunArgs {
   bool prompt_cache_all = false;  // also save the generated tokens at the end
   bool chat = false;
   int n_predict = 128, threads = 0, n_gpu_layers = 0;
-  int64_t n_ctx = 0, n_batch = 512;
+  int64_t n_ctx = 0, n_batch = 512, n_ubatch = 0;
   uint64_t seed = 0;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40;
@@ -128,6 +128,7 @@ void run(const RunArgs& a) {
     llm::SessionOptions so;
     so.n_ctx = a.n_ctx;
     so.n_batch = a.n_batch;
+    so.n_ubatch = a.n_ubatch;
     so.n_threads = a.threads;
     so.flash_attn = a.flash_attn == "on";
     llm::Session session(*model, so);
@@ -273,6 +274,10 @@ void add_run(CLI::App& app) {
                   "tokens per graph: a longer prompt is evaluated in batches of this many (with --pipeline, "
                   "the stages work on successive batches at once)")
       ->check(positive());
+  cmd->add_option("--ubatch-size", args->n_ubatch,
+                  "with layers on several devices: a batch is pipelined across them in micro-batches of this "
+                  "many tokens (0: the batch / (4 x devices); the batch size: no pipelining)")
+      ->check(non_negative());
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
   cmd->add_option("-s,--seed", args->seed, "sampling seed (0 to 2^64-1)")->check(seed_check());
   cmd->add_option("--temp", args->temp, "temperature (0: greedy)")->check(non_negative());

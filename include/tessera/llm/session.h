@@ -42,6 +42,11 @@ struct SessionOptions {
   // embeddings are pooled from) instead of its logits; the output projection is not computed.
   // Encoder models (Hparams::encoder: bert, nomic-bert) have no logits and need it.
   bool embeddings = false;
+  // A model whose layers are split across devices (LoadOptions::device "A,B", SplitMode::Layer)
+  // decodes a batch longer than this in micro-batches of this many tokens, pipelined: each
+  // device's layers run as a graph of their own, device s working on micro-batch k while device
+  // s + 1 works on micro-batch k - 1. 0: n_batch / (4 x the number of devices), at least 1.
+  int64_t n_ubatch = 0;
 };
 
 // Where the first stage of a pipeline (Model::first_stage() but not last_stage()) sends its
@@ -134,6 +139,16 @@ class Session {
   void compute(Graph& graph);
   // Places the graph's input tensors in the persistent input buffer (grown when too small).
   void place_inputs(const std::vector<Tensor*>& inputs);
+  void place_inputs(const std::vector<Tensor*>& inputs, std::unique_ptr<Buffer>& buffer);
+  // Sets b up for tokens [start, start + n) of `batch` stored in `cells` and builds the graph of
+  // b.layers; wants_logits: whether its output is read.
+  Tensor* build(GraphBuild& b, const Batch& batch, size_t start, size_t n, std::span<const int64_t> cells,
+                bool& wants_logits) const;
+  // Writes the placed inputs b built (all but hidden_in's values).
+  void fill_inputs(const GraphBuild& b, const Batch& batch, size_t start, size_t n) const;
+  // The micro-batch of a pipelined decode, 0 when decodes are not pipelined.
+  size_t pipeline_micro_batch() const;
+  void decode_pipelined(const Batch& batch, size_t micro_batch);
 
   const Model& model_;
   const Architecture& arch_;
@@ -147,6 +162,11 @@ class Session {
   std::vector<std::pair<Op, std::array<int64_t, 4>>> last_shapes_;
   MatMulObserver mat_mul_observer_;
   StageLink* link_ = nullptr;
+  // With layers on several devices: one per device's contiguous layers (the output layer with the
+  // last), each with its own scheduler and CPU backend, so that they can run at once.
+  struct DeviceStage;
+  std::vector<std::unique_ptr<DeviceStage>> device_stages_;
+  std::string pipeline_timeline_;  // the last decode's, when it was pipelined
 };
 
 }  // namespace tessera::llm

@@ -52,7 +52,7 @@ Tensor* build(GraphBuild& b) {
   moe.swiglu_oai = true;
   Tensor* x =
       b.stage_input([&] { return named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1); });
-  for (int64_t il = m.first_layer(); il < m.end_layer(); ++il) {
+  for (int64_t il = b.layers.first; il < b.layers.end; ++il) {
     const Layer& l = m.layers()[static_cast<size_t>(il)];
     AttentionParams ap;
     ap.rope = rope_of_layer(h, il);
@@ -65,7 +65,7 @@ Tensor* build(GraphBuild& b) {
     cur = moe_ffn(b, l, il, cur, moe);
     x = named(ops::add(b.ctx, cur, x), "l_out", il);
   }
-  if (!m.last_stage()) return x;
+  if (!b.ends_model()) return x;
   x = b.select_outputs(x);
   x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
   if (b.embeddings) return x;
