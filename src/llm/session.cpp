@@ -164,9 +164,13 @@ const std::vector<float>& Session::decode(const Batch& batch, std::span<const fl
 size_t Session::pipeline_micro_batch() const {
   if (device_stages_.empty() || options_.embeddings || mat_mul_observer_ || model_.hparams().encoder)
     return 0;
-  const int64_t n = options_.n_ubatch > 0
-                        ? options_.n_ubatch
-                        : options_.n_batch / (4 * static_cast<int64_t>(device_stages_.size()));
+  // Auto: four micro-batches per device, but none under 32 tokens (smaller ones cost more in graph
+  // overhead than the overlap gains).
+  constexpr int64_t kSmallestAuto = 32;
+  const int64_t n =
+      options_.n_ubatch > 0
+          ? options_.n_ubatch
+          : std::max(options_.n_batch / (4 * static_cast<int64_t>(device_stages_.size())), kSmallestAuto);
   return static_cast<size_t>(std::clamp<int64_t>(n, 1, options_.n_batch));
 }
 

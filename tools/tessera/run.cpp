@@ -276,7 +276,7 @@ void add_run(CLI::App& app) {
       ->check(positive());
   cmd->add_option("--ubatch-size", args->n_ubatch,
                   "with layers on several devices: a batch is pipelined across them in micro-batches of this "
-                  "many tokens (0: the batch / (4 x devices); the batch size: no pipelining)")
+                  "many tokens (0: the batch / (4 x devices), at least 32; the batch size: no pipelining)")
       ->check(non_negative());
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
   cmd->add_option("-s,--seed", args->seed, "sampling seed (0 to 2^64-1)")->check(seed_check());

@@ -45,7 +45,8 @@ struct SessionOptions {
   // A model whose layers are split across devices (LoadOptions::device "A,B", SplitMode::Layer)
   // decodes a batch longer than this in micro-batches of this many tokens, pipelined: each
   // device's layers run as a graph of their own, device s working on micro-batch k while device
-  // s + 1 works on micro-batch k - 1. 0: n_batch / (4 x the number of devices), at least 1.
+  // s + 1 works on micro-batch k - 1. 0: n_batch / (4 x the number of devices), at least 32 (at
+  // most n_batch).
   int64_t n_ubatch = 0;
 };
 
