@@ -453,21 +453,6 @@ TEST_F(EngineTest, ANotifyMayOutliveItsSubscribersHandle) {
 
 namespace {
 
-// stories260K's greedy continuation of `prompt`, as token ids (a Session of its own).
-std::vector<Token> greedy_ids(const Model& model, const Vocab& vocab, const std::string& prompt, int n) {
-  Session session(model);
-  SamplerOptions options;
-  options.temperature = 0.0f;
-  Sampler sampler(options);
-  std::vector<float> logits = session.decode(vocab.encode(prompt, true));
-  std::vector<Token> ids;
-  for (int i = 0; i < n; ++i) {
-    ids.push_back(sampler.sample(logits));
-    logits = session.decode(std::span<const Token>(&ids.back(), 1));
-  }
-  return ids;
-}
-
 // stories260K's vocabulary with some of the ids its greedy reply samples renamed, so that the
 // reply reads as Harmony: `renames[k]` (when not empty) becomes the text of the k-th sampled id,
 // a control token when it is one of Harmony's.
@@ -496,7 +481,7 @@ Vocab harmony_vocabulary(const Vocab& original, const std::vector<Token>& ids,
 // (a vocabulary that renames them); the client's text is the final channel, the end's update has
 // the analysis and the tool call, and stop strings and grammars are refused by name.
 TEST_F(EngineTest, HarmonyRepliesHandOutTheFinalChannelAndTheirCalls) {
-  const std::vector<Token> ids = greedy_ids(*model_, *vocab_, "Once upon a time", 20);
+  const std::vector<Token> ids = testing_support::greedy_ids(*model_, *vocab_, "Once upon a time", 20);
   // The renamed ids must be distinct from each other and from the ids kept as text.
   ASSERT_EQ(std::set<Token>(ids.begin(), ids.begin() + 18).size(), 18u) << "pick another prompt";
   const auto piece = [&](size_t k) { return vocab_->token_to_piece(ids[k]); };

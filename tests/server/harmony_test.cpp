@@ -13,10 +13,9 @@
 #include <set>
 
 #include "server/test_server.h"
+#include "support/stories_model.h"
 #include "tessera/gguf.h"
 #include "tessera/llm/model.h"
-#include "tessera/llm/sampler.h"
-#include "tessera/llm/session.h"
 #include "tessera/llm/vocab.h"
 
 namespace tessera {
@@ -29,23 +28,6 @@ using namespace test_server;
 constexpr const char* kTemplate =
     "{% for m in messages %}{% if m.role == 'assistant' %}<|channel|>final<|message|>{{ m.content }}<|end|>"
     "{% else %}{{ m.content }}{% endif %}{% endfor %}";
-
-// stories260K's greedy reply to its prompt, as ids.
-std::vector<llm::Token> greedy_ids(int n) {
-  const auto model = llm::Model::load(kModel);
-  const llm::Vocab vocab = llm::Vocab::from_gguf(*model->file());
-  llm::Session session(*model);
-  llm::SamplerOptions options;
-  options.temperature = 0.0f;
-  llm::Sampler sampler(options);
-  std::vector<float> logits = session.decode(vocab.encode("Once upon a time", true));
-  std::vector<llm::Token> ids;
-  for (int i = 0; i < n; ++i) {
-    ids.push_back(sampler.sample(logits));
-    logits = session.decode(std::span<const llm::Token>(&ids.back(), 1));
-  }
-  return ids;
-}
 
 // stories260K written to `path` with the k-th sampled id renamed to renames[k] (when not empty),
 // a control token when it is one of Harmony's.
@@ -88,11 +70,11 @@ class ServerHarmony : public testing::Test {
     std::filesystem::create_directories(dir_);
     template_ = (dir_ / "harmony.jinja").string();
     std::ofstream(template_) << kTemplate;
-    ids_ = greedy_ids(20);
-    // The renamed ids must differ from each other and from those kept as text.
-    ASSERT_EQ(std::set<llm::Token>(ids_.begin(), ids_.begin() + 18).size(), 18u);
     auto original = llm::Model::load(kModel);
     vocab_.emplace(llm::Vocab::from_gguf(*original->file()));
+    ids_ = testing_support::greedy_ids(*original, *vocab_, "Once upon a time", 20);
+    // The renamed ids must differ from each other and from those kept as text.
+    ASSERT_EQ(std::set<llm::Token>(ids_.begin(), ids_.begin() + 18).size(), 18u);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

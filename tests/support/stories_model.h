@@ -17,6 +17,23 @@ namespace tessera::testing_support {
 
 inline const std::string kStoriesModel = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
 
+// A model's greedy continuation of `prompt` (with BOS), n token ids whatever they are (ends of
+// generation included), from a Session of its own.
+inline std::vector<llm::Token> greedy_ids(const llm::Model& model, const llm::Vocab& vocab,
+                                          const std::string& prompt, int n) {
+  llm::Session session(model);
+  llm::SamplerOptions options;
+  options.temperature = 0.0f;
+  llm::Sampler sampler(options);
+  std::vector<float> logits = session.decode(vocab.encode(prompt, true));
+  std::vector<llm::Token> ids;
+  for (int i = 0; i < n; ++i) {
+    ids.push_back(sampler.sample(logits));
+    logits = session.decode(std::span<const llm::Token>(&ids.back(), 1));
+  }
+  return ids;
+}
+
 class StoriesModelTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
