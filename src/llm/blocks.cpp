@@ -59,15 +59,52 @@ Tensor* layer_norm(GraphBuild& b, Tensor* x, Tensor* weight, Tensor* bias, float
   return GraphBuild::named(n, what, il);
 }
 
-ops::RopeParams rope_params(const Hparams& h, RopeMode mode, bool windowed) {
+RopeHparams read_rope_hparams(const HparamReader& r, const Hparams& h) {
+  constexpr int64_t kMaxContext = int64_t{1} << 30;
+  RopeHparams rope;
+  rope.freq_base = r.float_or("rope.freq_base", 10000.0f, 1e-3f, 1e30f);
+  rope.n_ctx_orig = h.n_ctx_train;
+  if (r.has("rope.scaling.type")) {
+    const std::string type = r.string_or("rope.scaling.type", "none");
+    const float factor = r.float_or("rope.scaling.factor", 1.0f, 0.0f, 1e6f);
+    if (type == "linear" || type == "yarn") {
+      if (factor > 0.0f) rope.freq_scale = 1.0f / factor;
+      if (type == "yarn") rope.yarn_ext_factor = 1.0f;
+      rope.n_ctx_orig = r.int_or("rope.scaling.original_context_length", h.n_ctx_train, 1, kMaxContext);
+    } else if (type != "none") {
+      raise(ErrorCode::Unsupported, "rope scaling type '{}' is not supported (none, linear, yarn)", type);
+    }
+  } else if (r.has("rope.scale_linear")) {
+    const float factor = r.float_or("rope.scale_linear", 1.0f, 0.0f, 1e6f);
+    if (factor > 0.0f) rope.freq_scale = 1.0f / factor;
+  }
+  return rope;
+}
+
+float read_rms_eps(const HparamReader& r) {
+  return r.float_or("attention.layer_norm_rms_epsilon", 1e-5f, 0.0f, 1.0f);
+}
+
+void describe_rope(const RopeHparams& rope, const char* prefix, HparamList& out) {
+  const auto add = [&](const char* what, auto v) {
+    describe(out, fmt::format("{}{}", prefix, what).c_str(), v);
+  };
+  add("freq_base", rope.freq_base);
+  add("freq_scale", rope.freq_scale);
+  add("yarn_ext_factor", rope.yarn_ext_factor);
+  add("attn_factor", rope.attn_factor);
+  add("n_ctx_orig", rope.n_ctx_orig);
+}
+
+ops::RopeParams rope_params(const Hparams& h, const RopeHparams& rope, RopeMode mode) {
   ops::RopeParams rp;
   rp.n_dims = static_cast<int>(h.n_rot);
   rp.mode = mode;
-  rp.n_ctx_orig = static_cast<int>(h.rope_n_ctx_orig);
-  rp.freq_base = windowed ? h.rope_freq_base_swa : h.rope_freq_base;
-  rp.freq_scale = windowed ? h.rope_freq_scale_swa : h.rope_freq_scale;
-  rp.ext_factor = h.rope_yarn_ext_factor;
-  rp.attn_factor = h.rope_attn_factor;
+  rp.n_ctx_orig = static_cast<int>(rope.n_ctx_orig);
+  rp.freq_base = rope.freq_base;
+  rp.freq_scale = rope.freq_scale;
+  rp.ext_factor = rope.yarn_ext_factor;
+  rp.attn_factor = rope.attn_factor;
   return rp;
 }
 
@@ -103,7 +140,7 @@ void store_kv(GraphBuild& b, int64_t il, Tensor* k, Tensor* v) {
 struct Qkv {
   Tensor *q, *k, *v;
 };
-Qkv project_qkv(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
+Qkv project_qkv(GraphBuild& b, const AttentionWeights& l, int64_t il, Tensor* cur) {
   const Hparams& h = b.model.hparams();
   const int64_t hd = h.head_dim(), n_tokens = b.n_tokens;
   auto named = GraphBuild::named;
@@ -129,8 +166,7 @@ Qkv project_qkv(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
 // RMS norm of Q or K ([hd, heads, n_tokens]) times `weight`: per head when the weight is one head
 // wide (Qwen3, Gemma 3), over the whole projection when it is heads * hd wide (OLMoE; with one head
 // the two are the same).
-Tensor* qk_norm(GraphBuild& b, Tensor* x, Tensor* weight, const char* what, int64_t il) {
-  const float eps = b.model.hparams().rms_eps;
+Tensor* qk_norm(GraphBuild& b, Tensor* x, Tensor* weight, float eps, const char* what, int64_t il) {
   if (weight->ne[0] == x->ne[0]) return rms_norm(b, x, weight, eps, what, il);
   Tensor* flat = x->is_contiguous() ? x : ops::cont(b.ctx, x);
   flat = ops::reshape(b.ctx, flat, x->ne[0] * x->ne[1], x->ne[2]);
@@ -139,15 +175,16 @@ Tensor* qk_norm(GraphBuild& b, Tensor* x, Tensor* weight, const char* what, int6
 
 }  // namespace
 
-Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p) {
+Tensor* attention(GraphBuild& b, const AttentionWeights& l, int64_t il, Tensor* cur,
+                  const AttentionParams& p) {
   const Hparams& h = b.model.hparams();
   const int64_t hd = h.head_dim(), hd_v = h.head_dim_v(), n_embd_kv = h.n_embd_kv(), n_tokens = b.n_tokens,
                 n_kv = b.n_kv;
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
   auto [q, k, v] = project_qkv(b, l, il, cur);
-  if (l.q_norm != nullptr) q = qk_norm(b, q, l.q_norm, "q_norm", il);
-  if (l.k_norm != nullptr) k = qk_norm(b, k, l.k_norm, "k_norm", il);
+  if (l.q_norm != nullptr) q = qk_norm(b, q, l.q_norm, p.qk_norm_eps, "q_norm", il);
+  if (l.k_norm != nullptr) k = qk_norm(b, k, l.k_norm, p.qk_norm_eps, "k_norm", il);
   if (p.use_rope) {
     q = named(ops::rope(ctx, q, b.positions, p.freq_factors, p.rope), "q_rope", il);
     k = named(ops::rope(ctx, k, b.positions, p.freq_factors, p.rope), "k_rope", il);
@@ -170,7 +207,7 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
                                v_cache->nb[1] * static_cast<size_t>(h.n_embd_v_kv()), 0);
   Tensor* qp = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n_tokens, n_head]
   Tensor* kqv = named(ops::flash_attn_ext(ctx, qp, keys, ops::transpose(ctx, values_t), b.kq_mask(p.window),
-                                          p.kq_scale, 0.0f, p.softcap, b.flash_attn, l.attn_sinks),
+                                          p.kq_scale, 0.0f, p.softcap, b.flash_attn, l.sinks),
                       "kqv", il);
   cur = ops::reshape(ctx, kqv, hd_v * h.n_head, n_tokens);
   cur = named(ops::mul_mat(ctx, l.wo, cur), "attn_out", il);
@@ -178,7 +215,8 @@ Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const 
   return cur;
 }
 
-Tensor* encoder_attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p) {
+Tensor* encoder_attention(GraphBuild& b, const AttentionWeights& l, int64_t il, Tensor* cur,
+                          const AttentionParams& p) {
   const Hparams& h = b.model.hparams();
   const int64_t hd_v = h.head_dim_v(), n_tokens = b.n_tokens;
   auto named = GraphBuild::named;
@@ -202,20 +240,19 @@ Tensor* encoder_attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur
   return cur;
 }
 
-Tensor* gelu_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur) {
+Tensor* gelu_ffn(GraphBuild& b, const FfnWeights& w, int64_t il, Tensor* cur) {
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
-  Tensor* up = named(ops::mul_mat(ctx, l.ffn_up, cur), "ffn_up", il);
-  if (l.ffn_up_b != nullptr) up = named(ops::add(ctx, up, l.ffn_up_b), "ffn_up_biased", il);
-  Tensor* out = named(ops::mul_mat(ctx, l.ffn_down, named(ops::gelu(ctx, up), "ffn_act", il)), "ffn_out", il);
-  if (l.ffn_down_b != nullptr) out = named(ops::add(ctx, out, l.ffn_down_b), "ffn_out_biased", il);
+  Tensor* up = named(ops::mul_mat(ctx, w.up, cur), "ffn_up", il);
+  if (w.up_b != nullptr) up = named(ops::add(ctx, up, w.up_b), "ffn_up_biased", il);
+  Tensor* out = named(ops::mul_mat(ctx, w.down, named(ops::gelu(ctx, up), "ffn_act", il)), "ffn_out", il);
+  if (w.down_b != nullptr) out = named(ops::add(ctx, out, w.down_b), "ffn_out_biased", il);
   return out;
 }
 
-Tensor* encoder(GraphBuild& b, const AttentionParams& ap) {
+Tensor* encoder(GraphBuild& b, const EncoderWeights& w, float norm_eps, const AttentionParams& ap) {
   const Model& m = b.model;
   const Hparams& h = m.hparams();
-  const ModelWeights& w = m.weights();
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
   Tensor* x = named(ops::get_rows(ctx, m.token_embd(), b.tokens), "embd", -1);
@@ -226,23 +263,19 @@ Tensor* encoder(GraphBuild& b, const AttentionParams& ap) {
   }
   if (w.pos_embd != nullptr)
     x = named(ops::add(ctx, ops::get_rows(ctx, w.pos_embd, b.positions), x), "embd_pos", -1);
-  x = layer_norm(b, x, w.tok_norm, w.tok_norm_b, h.norm_eps, "embd_norm", -1);
+  x = layer_norm(b, x, w.tok_norm, w.tok_norm_b, norm_eps, "embd_norm", -1);
   for (int64_t il = 0; il < h.n_layer; ++il) {
-    const Layer& l = m.layers()[static_cast<size_t>(il)];
-    Tensor* cur = encoder_attention(b, l, il, x, ap);
+    const EncoderLayer& l = w.layers[static_cast<size_t>(il)];
+    Tensor* cur = encoder_attention(b, l.attn, il, x, ap);
     cur = named(ops::add(ctx, cur, x), "attn_residual", il);
-    cur = layer_norm(b, cur, l.attn_out_norm, l.attn_out_norm_b, h.norm_eps, "attn_out_norm", il);
+    cur = layer_norm(b, cur, l.attn_out_norm, l.attn_out_norm_b, norm_eps, "attn_out_norm", il);
     Tensor* ffn_in = cur;
-    cur = l.ffn_gate != nullptr ? gated_ffn(b, l, il, cur, FfnActivation::Silu) : gelu_ffn(b, l, il, cur);
+    cur = l.ffn.gate != nullptr ? gated_ffn(b, l.ffn, "ffn", il, cur, FfnActivation::Silu)
+                                : gelu_ffn(b, l.ffn, il, cur);
     cur = named(ops::add(ctx, cur, ffn_in), "ffn_residual", il);
-    x = layer_norm(b, cur, l.layer_out_norm, l.layer_out_norm_b, h.norm_eps, "l_out", il);
+    x = layer_norm(b, cur, l.layer_out_norm, l.layer_out_norm_b, norm_eps, "l_out", il);
   }
   return named(b.select_outputs(x), "result_embd", -1);
-}
-
-Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act) {
-  return gated_ffn(b, {l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_b, l.ffn_up_b, l.ffn_down_b}, "ffn", il,
-                   cur, act);
 }
 
 Tensor* gated_ffn(GraphBuild& b, const FfnWeights& w, const char* what, int64_t il, Tensor* cur,
@@ -272,15 +305,14 @@ Tensor* gated_ffn(GraphBuild& b, const FfnWeights& w, const char* what, int64_t 
   return biased(out, w.down_b, "out_biased");
 }
 
-Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const MoeParams& p) {
+Tensor* moe_ffn(GraphBuild& b, const MoeWeights& l, int64_t il, Tensor* cur, const MoeParams& p) {
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
   const Hparams& h = b.model.hparams();
   const int64_t n_embd = cur->ne[0], n_tokens = cur->ne[1], n_expert = h.n_expert, n_used = h.n_expert_used;
   // Routing: the n_used largest of the router's logits (or of their softmax, the same experts).
-  Tensor* logits = ops::mul_mat(ctx, l.ffn_gate_inp, cur);
-  if (l.ffn_gate_inp_b != nullptr)
-    logits = named(ops::add(ctx, logits, l.ffn_gate_inp_b), "ffn_moe_logits", il);
+  Tensor* logits = ops::mul_mat(ctx, l.router, cur);
+  if (l.router_b != nullptr) logits = named(ops::add(ctx, logits, l.router_b), "ffn_moe_logits", il);
   Tensor* probs = p.softmax_of_selected ? logits : named(ops::soft_max(ctx, logits), "ffn_moe_probs", il);
   Tensor* order = ops::argsort(ctx, probs, SortOrder::Descending);
   Tensor* selected =
@@ -303,12 +335,12 @@ Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const Mo
     return named(y, what, il);
   };
   Tensor* x = ops::reshape(ctx, cur, n_embd, 1, n_tokens);
-  Tensor* up = expert_product(l.ffn_up_exps, l.ffn_up_exps_b, x, "ffn_moe_up");
-  Tensor* gate = expert_product(l.ffn_gate_exps, l.ffn_gate_exps_b, x, "ffn_moe_gate");
+  Tensor* up = expert_product(l.up_exps, l.up_exps_b, x, "ffn_moe_up");
+  Tensor* gate = expert_product(l.gate_exps, l.gate_exps_b, x, "ffn_moe_gate");
   Tensor* act =
       p.swiglu_oai ? ops::swiglu_oai(ctx, gate, up, 1.702f, 7.0f) : ops::mul(ctx, ops::silu(ctx, gate), up);
   act = named(act, "ffn_moe_gate_up", il);
-  Tensor* experts = expert_product(l.ffn_down_exps, l.ffn_down_exps_b, act, "ffn_moe_down");
+  Tensor* experts = expert_product(l.down_exps, l.down_exps_b, act, "ffn_moe_down");
   experts = named(ops::mul(ctx, experts, weights), "ffn_moe_weighted", il);  // [n_embd, n_used, n_tokens]
   // The sum over the used experts, in slot order.
   const auto slot = [&](int64_t e) {
@@ -318,7 +350,10 @@ Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const Mo
   Tensor* out = slot(0);
   for (int64_t e = 1; e < n_used; ++e) out = ops::add(ctx, out, slot(e));
   if (n_used == 1) out = ops::cont(ctx, out);
-  return named(out, "ffn_moe_out", il);
+  out = named(out, "ffn_moe_out", il);
+  if (l.shared.up == nullptr) return out;
+  Tensor* shared = gated_ffn(b, l.shared, "ffn_shexp", il, cur, FfnActivation::Silu);
+  return named(ops::add(ctx, out, shared), "ffn_moe_shexp_out", il);
 }
 
 Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il) {
@@ -333,93 +368,92 @@ AttentionParams roped_attention(const Hparams& h, const ops::RopeParams& rope) {
   return ap;
 }
 
-Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoeParams& moe) {
+std::function<AttentionParams(int64_t)> every_layer(const AttentionParams& p) {
+  return [p](int64_t) { return p; };
+}
+
+namespace {
+
+// The logits of the wanted rows of the last hidden states x, or those rows normed when the session
+// computes embeddings; x itself when the graph does not end the model.
+Tensor* decoder_output(GraphBuild& b, Tensor* x, float rms_eps) {
+  if (!b.ends_model()) return x;
+  x = b.select_outputs(x);
+  x = rms_norm(b, x, b.model.output_norm(), rms_eps, "result_norm", -1);
+  if (b.embeddings) return x;
+  return GraphBuild::named(ops::mul_mat(b.ctx, b.model.output(), x), "logits", -1);
+}
+
+}  // namespace
+
+Tensor* pre_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, const DecoderParams& p) {
   const Model& m = b.model;
-  const Hparams& h = m.hparams();
   auto named = GraphBuild::named;
   Context& ctx = b.ctx;
   Tensor* x = b.stage_input([&] {
     Tensor* e = named(ops::get_rows(ctx, m.token_embd(), b.tokens), "embd", -1);
-    if (h.embedding_scale != 0.0f) e = named(ops::scale(ctx, e, h.embedding_scale), "embd_scaled", -1);
+    if (p.embedding_scale != 0.0f) e = named(ops::scale(ctx, e, p.embedding_scale), "embd_scaled", -1);
     return e;
   });
   // Granite scales each block's output before its residual add (llama.cpp: cur * s + x).
   const auto residual = [&](Tensor* out, const char* what, int64_t il) {
-    if (h.residual_scale == 0.0f) return named(ops::add(ctx, x, out), what, il);
-    return named(ops::add(ctx, ops::scale(ctx, out, h.residual_scale), x), what, il);
+    if (p.residual_scale == 0.0f) return named(ops::add(ctx, x, out), what, il);
+    return named(ops::add(ctx, ops::scale(ctx, out, p.residual_scale), x), what, il);
   };
   for (int64_t il = b.layers.first; il < b.layers.end; ++il) {
-    const Layer& l = m.layers()[static_cast<size_t>(il)];
-    AttentionParams lp = ap;
-    lp.use_rope = ap.use_rope && h.rope_layer(il);
-    Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
-    cur = attention(b, l, il, cur, lp);
+    const DecoderLayer& l = layers[static_cast<size_t>(il)];
+    Tensor* cur = rms_norm(b, x, l.attn_norm, p.rms_eps, "attn_in", il);
+    cur = attention(b, l.attn, il, cur, p.attention(il));
     x = residual(cur, "attn_residual", il);
-    cur = rms_norm(b, x, l.ffn_norm, h.rms_eps, "ffn_in", il);
-    if (l.ffn_gate_inp != nullptr) {
-      Tensor* experts = moe_ffn(b, l, il, cur, moe);
-      if (l.ffn_up_shexp != nullptr) {
-        Tensor* shared = gated_ffn(b, {l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp}, "ffn_shexp", il,
-                                   cur, FfnActivation::Silu);
-        experts = named(ops::add(ctx, experts, shared), "ffn_moe_shexp_out", il);
-      }
-      cur = experts;
-    } else {
-      cur = gated_ffn(b, l, il, cur, FfnActivation::Silu);
-    }
+    cur = rms_norm(b, x, l.ffn_norm, p.rms_eps, "ffn_in", il);
+    cur = l.moe.router != nullptr ? moe_ffn(b, l.moe, il, cur, p.moe)
+                                  : gated_ffn(b, l.ffn, "ffn", il, cur, FfnActivation::Silu);
     x = residual(cur, "l_out", il);
   }
-  if (!b.ends_model()) return x;
-  x = b.select_outputs(x);
-  x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
-  if (b.embeddings) return x;
-  Tensor* logits = named(ops::mul_mat(ctx, m.output(), x), "logits", -1);
-  if (h.logit_scale != 0.0f)
-    logits = named(ops::scale(ctx, logits, 1.0f / h.logit_scale), "logits_scaled", -1);
+  Tensor* logits = decoder_output(b, x, p.rms_eps);
+  if (p.logit_scale != 0.0f && b.ends_model() && !b.embeddings)
+    logits = named(ops::scale(ctx, logits, 1.0f / p.logit_scale), "logits_scaled", -1);
   return logits;
 }
 
-Tensor* sandwich_norm_decoder(GraphBuild& b,
-                              AttentionParams (*attention_of_layer)(const GraphBuild& b, int64_t il)) {
+Tensor* sandwich_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, const DecoderParams& p,
+                              float final_softcap) {
   const Model& m = b.model;
-  const Hparams& h = m.hparams();
   auto named = GraphBuild::named;
   Tensor* x = b.stage_input([&] {
     Tensor* e = named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1);
-    return named(ops::scale(b.ctx, e, std::sqrt(static_cast<float>(h.n_embd))), "embd_scaled", -1);
+    return named(ops::scale(b.ctx, e, std::sqrt(static_cast<float>(m.hparams().n_embd))), "embd_scaled", -1);
   });
   for (int64_t il = b.layers.first; il < b.layers.end; ++il) {
-    const Layer& l = m.layers()[static_cast<size_t>(il)];
-    Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
-    cur = attention(b, l, il, cur, attention_of_layer(b, il));
-    cur = rms_norm(b, cur, l.post_attn_norm, h.rms_eps, "attn_post_norm", il);
+    const DecoderLayer& l = layers[static_cast<size_t>(il)];
+    Tensor* cur = rms_norm(b, x, l.attn_norm, p.rms_eps, "attn_in", il);
+    cur = attention(b, l.attn, il, cur, p.attention(il));
+    cur = rms_norm(b, cur, l.post_attn_norm, p.rms_eps, "attn_post_norm", il);
     x = named(ops::add(b.ctx, cur, x), "attn_residual", il);
-    cur = rms_norm(b, x, l.ffn_norm, h.rms_eps, "ffn_in", il);
-    cur = gated_ffn(b, l, il, cur, FfnActivation::Gelu);
-    cur = rms_norm(b, cur, l.post_ffn_norm, h.rms_eps, "ffn_post_norm", il);
+    cur = rms_norm(b, x, l.ffn_norm, p.rms_eps, "ffn_in", il);
+    cur = gated_ffn(b, l.ffn, "ffn", il, cur, FfnActivation::Gelu);
+    cur = rms_norm(b, cur, l.post_ffn_norm, p.rms_eps, "ffn_post_norm", il);
     x = named(ops::add(b.ctx, cur, x), "l_out", il);
   }
-  if (!b.ends_model()) return x;
-  x = b.select_outputs(x);
-  x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
-  if (b.embeddings) return x;
-  Tensor* logits = named(ops::mul_mat(b.ctx, m.output(), x), "logits", -1);
-  if (h.final_softcap != 0.0f) logits = soft_cap(b, logits, h.final_softcap, "logits_capped", -1);
+  Tensor* logits = decoder_output(b, x, p.rms_eps);
+  if (final_softcap != 0.0f && b.ends_model() && !b.embeddings)
+    logits = soft_cap(b, logits, final_softcap, "logits_capped", -1);
   return logits;
 }
 
-void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const Hparams& h, int64_t il),
+void rope_shift_k(GraphBuild& b, Tensor* shifts,
+                  const std::function<std::optional<ops::RopeParams>(int64_t il)>& rope,
                   Tensor* freq_factors) {
   const Hparams& h = b.model.hparams();
-  // Re-roping by a difference is exact only for a rope that rotates without scaling magnitudes.
-  if (h.rope_yarn_ext_factor != 0.0f)
-    raise(ErrorCode::Unsupported, "shifting positions is not supported with YaRN rope scaling");
   for (int64_t il = b.model.first_layer(); il < b.model.end_layer(); ++il) {
-    if (!h.rope_layer(il)) continue;  // its K carries no position
+    const std::optional<ops::RopeParams> rp = rope(il);
+    if (!rp) continue;  // its K carries no position
+    // Re-roping by a difference is exact only for a rope that rotates without scaling magnitudes.
+    if (rp->ext_factor != 0.0f)
+      raise(ErrorCode::Unsupported, "shifting positions is not supported with YaRN rope scaling");
     Tensor* k_cache = b.cache.k(il);
     Tensor* heads = ops::reshape(b.ctx, k_cache, h.head_dim(), h.n_head_kv, k_cache->ne[1]);
-    Tensor* roped =
-        GraphBuild::named(ops::rope(b.ctx, heads, shifts, freq_factors, rope(h, il)), "k_shift", il);
+    Tensor* roped = GraphBuild::named(ops::rope(b.ctx, heads, shifts, freq_factors, *rp), "k_shift", il);
     b.graph.expand(ops::cpy(b.ctx, roped, heads));
   }
 }

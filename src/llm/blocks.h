@@ -1,10 +1,18 @@
 #pragma once
 // What an architecture's graph builder works with for one micro-batch (GraphBuild), and the
-// blocks that architectures share: norms, attention over the KV cache, gated feed-forward.
+// blocks that architectures share: norms, attention over the KV cache, gated feed-forward, experts,
+// the decoders and the encoder made of them, and the rope hyperparameters most of them read.
+#include <fmt/format.h>
+
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
+#include "llm/hparam_reader.h"
+#include "llm/layer_weights.h"
 #include "tessera/context.h"
 #include "tessera/graph.h"
 #include "tessera/llm/kv_cache.h"
@@ -71,9 +79,29 @@ Tensor* rms_norm(GraphBuild& b, Tensor* x, Tensor* weight, float eps, const char
 Tensor* layer_norm(GraphBuild& b, Tensor* x, Tensor* weight, Tensor* bias, float eps, const char* what,
                    int64_t il);
 
-// Rope at the file's base and scale, or for a windowed layer (windowed: the architecture has a
-// local rope base) at rope_freq_base_swa / rope_freq_scale_swa.
-ops::RopeParams rope_params(const Hparams& h, RopeMode mode, bool windowed = false);
+// The rope of a decoder: <arch>.rope.freq_base and the scaling keys (rope.scaling.type none,
+// linear or yarn with its factor and original context; the older rope.scale_linear).
+struct RopeHparams {
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // 1 / linear scaling factor
+  float yarn_ext_factor = 0.0f;
+  float attn_factor = 1.0f;  // rope.scaling.attn_factor (Phi-3's long-context rope)
+  int64_t n_ctx_orig = 0;
+};
+// Reads them (an Error naming a bad key; an unknown scaling type is Unsupported).
+RopeHparams read_rope_hparams(const HparamReader& r, const Hparams& h);
+// <arch>.attention.layer_norm_rms_epsilon (1e-5 when absent).
+float read_rms_eps(const HparamReader& r);
+// Appends rope's fields to `out` as "<prefix>freq_base" and so on.
+void describe_rope(const RopeHparams& rope, const char* prefix, HparamList& out);
+// An architecture's own value in Model::hyperparameters() (fmt's text: floats shortest).
+template <typename T>
+void describe(HparamList& out, const char* name, const T& value) {
+  out.emplace_back(name, fmt::format("{}", value));
+}
+
+// The ROPE op's parameters for `rope` over n_rot dimensions.
+ops::RopeParams rope_params(const Hparams& h, const RopeHparams& rope, RopeMode mode);
 
 struct AttentionParams {
   ops::RopeParams rope;
@@ -82,6 +110,7 @@ struct AttentionParams {
   float kq_scale = 1.0f;           // the scale of KQ
   float softcap = 0.0f;            // the scaled KQ s becomes softcap * tanh(s / softcap) (0: none)
   int32_t window = 0;              // sliding window in positions; 0: attend to the whole sequence
+  float qk_norm_eps = 1e-5f;       // the epsilon of the Q/K RMS norms, where the layer has them
   // false: no ROPE on Q and K (BERT's learned positions; the layers without rope of SmolLM3 and of
   // Granite's rope.scaling.finetuned = false)
   bool use_rope = true;
@@ -98,26 +127,21 @@ AttentionParams roped_attention(const Hparams& h, const ops::RopeParams& rope);
 // the layer's attention sinks, when it has them, join every softmax denominator), output
 // projection (plus its bias where the layer has one). The softmax attention is one FLASH_ATTN_EXT
 // node, whatever the backend.
-Tensor* attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
+Tensor* attention(GraphBuild& b, const AttentionWeights& w, int64_t il, Tensor* cur,
+                  const AttentionParams& p);
 
 // Attention of an encoder (bert, nomic-bert): Q/K/V as in attention() (fused wqkv with its bias
 // or separate with theirs), ROPE unless !p.use_rope, then every token attends to every token of its
 // own sequence in this batch (GraphBuild::batch_mask), without the KV cache: an encoder evaluates
 // each sequence whole, in one batch. Output projection with its bias when the layer has one.
-Tensor* encoder_attention(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const AttentionParams& p);
+Tensor* encoder_attention(GraphBuild& b, const AttentionWeights& w, int64_t il, Tensor* cur,
+                          const AttentionParams& p);
 
 enum class FfnActivation { Silu, Gelu };
-// A gated FFN's matrices and optional biases.
-struct FfnWeights {
-  Tensor *gate, *up, *down;
-  Tensor *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;
-};
 // down(act(gate cur + gate_b) * (up cur + up_b)) + down_b (each bias where there is one); with no
 // gate matrix, up's 2 * n_ff rows are gate then up. Nodes are named "<what>_gate" and so on.
 Tensor* gated_ffn(GraphBuild& b, const FfnWeights& w, const char* what, int64_t il, Tensor* cur,
                   FfnActivation act);
-// The layer's ffn_gate/up/down with their biases, named "ffn_*".
-Tensor* gated_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, FfnActivation act);
 
 // How a mixture of experts routes and activates (llama.cpp's gating functions and FFN ops).
 struct MoeParams {
@@ -136,47 +160,74 @@ struct MoeParams {
 // ffn_gate_inp_b); the n_expert_used largest (ARGSORT descending, a VIEW of its first entries) pick
 // the experts, weighted as p says; each picked expert computes down(act(gate cur, up cur))
 // (MUL_MAT_ID; each product plus its expert's bias row by ADD_ID where the layer has them), scaled
-// by its weight; the experts' outputs are summed.
-Tensor* moe_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur, const MoeParams& p = {});
+// by its weight; the experts' outputs are summed, plus the shared expert's output where there is one.
+Tensor* moe_ffn(GraphBuild& b, const MoeWeights& w, int64_t il, Tensor* cur, const MoeParams& p = {});
 
-// The encoder stack bert and nomic-bert share: x = token embeddings (+ token type 0's embedding,
-// + the learned position embeddings when the model has them), LayerNorm; per layer
-// x = LN(x + encoder_attention(x)), x = LN(x + ffn(x)) with ffn BERT's GELU MLP with biases
-// (gelu_ffn) or, with ffn_gate, the SILU-gated one (nomic-bert); returns the wanted rows' hidden
-// states (no final norm, no logits).
-Tensor* encoder(GraphBuild& b, const AttentionParams& ap);
+// An encoder's weights (bert, nomic-bert): token embeddings plus token type 0's (type_embd) and
+// learned positions (pos_embd) where it has them, their LayerNorm, then per layer the attention,
+// its output's LayerNorm, the FFN and the layer output's LayerNorm (each with its bias).
+struct EncoderLayer {
+  AttentionWeights attn;
+  Tensor *attn_out_norm = nullptr, *attn_out_norm_b = nullptr;
+  FfnWeights ffn;
+  Tensor *layer_out_norm = nullptr, *layer_out_norm_b = nullptr;
+};
+struct EncoderWeights {
+  Tensor *type_embd = nullptr, *pos_embd = nullptr, *tok_norm = nullptr, *tok_norm_b = nullptr;
+  std::vector<EncoderLayer> layers;
+};
+
+// The encoder stack: x = token embeddings (+ token type 0's embedding, + the learned position
+// embeddings when the model has them), LayerNorm; per layer x = LN(x + encoder_attention(x)),
+// x = LN(x + ffn(x)) with ffn BERT's GELU MLP with biases (gelu_ffn) or, with a gate, the
+// SILU-gated one (nomic-bert); returns the wanted rows' hidden states (no final norm, no logits).
+Tensor* encoder(GraphBuild& b, const EncoderWeights& w, float norm_eps, const AttentionParams& ap);
 
 // down(GELU(up cur + up_b)) + down_b: BERT's feed-forward (biases optional).
-Tensor* gelu_ffn(GraphBuild& b, const Layer& l, int64_t il, Tensor* cur);
+Tensor* gelu_ffn(GraphBuild& b, const FfnWeights& w, int64_t il, Tensor* cur);
 
 // c * tanh(x / c): soft-capping of attention or output logits.
 Tensor* soft_cap(GraphBuild& b, Tensor* x, float c, const char* what, int64_t il);
 
-// Every decoder below computes the model's layers (Model::first_layer() to end_layer()) only; a
-// pipeline stage that is not the last returns every token's hidden state after its last layer
-// ([n_embd, n_tokens]: the next stage's input) instead of logits.
+// Every decoder below computes the layers GraphBuild::layers names only; a graph that does not end
+// the model (a pipeline stage, a device's share) returns every token's hidden state after its last
+// layer ([n_embd, n_tokens]: the next one's input) instead of logits.
 
-// The pre-norm decoder that llama, qwen2, qwen3, qwen3moe, phi3, granite, granitemoe, olmoe and
-// smollm3 share: x = embeddings (times Hparams::embedding_scale when set); per layer
-// x += attention(RMS_NORM(x) * attn_norm) (rope on the layers Hparams::rope_layer says),
-// x += gated_ffn(RMS_NORM(x) * ffn_norm) with SILU (moe_ffn as `moe` says where the layer has a
-// router, plus the shared expert where it has one), each block's output times
-// Hparams::residual_scale when set; logits = output(RMS_NORM(x) * output_norm) for the wanted rows,
-// divided by Hparams::logit_scale when set.
-Tensor* pre_norm_decoder(GraphBuild& b, const AttentionParams& ap, const MoeParams& moe = {});
+// How a pre-norm decoder's layers attend and what it scales.
+struct DecoderParams {
+  float rms_eps = 1e-5f;
+  // Layer il's attention (rope, scales, window).
+  std::function<AttentionParams(int64_t il)> attention;
+  MoeParams moe;  // for the layers with experts (DecoderLayer::moe.router)
+  // Granite's scales (0: none): token embeddings times embedding_scale, each block's output times
+  // residual_scale before its residual add, logits divided by logit_scale.
+  float embedding_scale = 0.0f;
+  float residual_scale = 0.0f;
+  float logit_scale = 0.0f;
+};
+// Layer il's attention is p(il) for every layer: the usual case.
+std::function<AttentionParams(int64_t)> every_layer(const AttentionParams& p);
+
+// The pre-norm decoder that llama, qwen2, qwen3, qwen3moe, phi3, granite, granitemoe, olmoe,
+// smollm3 and gpt-oss share: x = embeddings (times embedding_scale when set); per layer
+// x += attention(RMS_NORM(x) * attn_norm), x += ffn(RMS_NORM(x) * ffn_norm) with ffn the SILU-gated
+// FFN, or moe_ffn where the layer has a router; each block's output times residual_scale when set;
+// logits = output(RMS_NORM(x) * output_norm) for the wanted rows, divided by logit_scale when set.
+Tensor* pre_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, const DecoderParams& p);
 
 // The decoder Gemma 2 and 3 share: x = embeddings * sqrt(n_embd); per layer
 // x += RMS_NORM(attention(RMS_NORM(x) * attn_norm)) * post_attn_norm,
 // x += RMS_NORM(gated_ffn(RMS_NORM(x) * ffn_norm) with GELU) * post_ffn_norm;
-// logits = output(RMS_NORM(x) * output_norm), soft-capped by final_softcap when set.
-Tensor* sandwich_norm_decoder(GraphBuild& b,
-                              AttentionParams (*attention_of_layer)(const GraphBuild& b, int64_t il));
+// logits = output(RMS_NORM(x) * output_norm), soft-capped by final_softcap when set (0: not).
+Tensor* sandwich_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, const DecoderParams& p,
+                              float final_softcap);
 
-// Re-ropes every layer's cached K (but those of layers without rope, Hparams::rope_layer) by each
-// cell's recorded shift (KvCache::seq_shift);
-// `shifts` is I32 [n_cells]; rope(il) gives layer il's rope parameters. Refuses YaRN scaling (an
-// Unsupported error: its magnitude factor does not compose by differences).
-void rope_shift_k(GraphBuild& b, Tensor* shifts, ops::RopeParams (*rope)(const Hparams& h, int64_t il),
+// Re-ropes every layer's cached K by each cell's recorded shift (KvCache::seq_shift): `shifts` is
+// I32 [n_cells]; rope(il) gives layer il's rope, nullopt for a layer without rope (its K carries no
+// position). Refuses YaRN scaling (an Unsupported error: its magnitude factor does not compose by
+// differences).
+void rope_shift_k(GraphBuild& b, Tensor* shifts,
+                  const std::function<std::optional<ops::RopeParams>(int64_t il)>& rope,
                   Tensor* freq_factors);
 
 }  // namespace tessera::llm

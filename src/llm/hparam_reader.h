@@ -10,10 +10,13 @@ namespace tessera::llm {
 
 class HparamReader {
  public:
-  HparamReader(const gguf::File& file, std::string arch) : file_(file), prefix_(std::move(arch) + ".") {}
+  HparamReader(const gguf::File& file, std::string arch) : file_(&file), prefix_(std::move(arch) + ".") {}
+  // A reader of no file: every key is absent (a synthetic model's defaults).
+  explicit HparamReader(std::string arch) : prefix_(std::move(arch) + ".") {}
 
-  const gguf::File& file() const noexcept { return file_; }
-  bool has(const std::string& key) const { return file_.find(prefix_ + key) != nullptr; }
+  // The file, nullptr for a reader of no file.
+  const gguf::File* file() const noexcept { return file_; }
+  bool has(const std::string& key) const { return file_ != nullptr && file_->find(prefix_ + key) != nullptr; }
   // "<arch>.<key>", for messages.
   std::string full(const std::string& key) const { return prefix_ + key; }
 
@@ -29,7 +32,7 @@ class HparamReader {
  private:
   int64_t checked(const std::string& key, int64_t v, int64_t lo, int64_t hi) const;
 
-  const gguf::File& file_;
+  const gguf::File* file_ = nullptr;
   std::string prefix_;
 };
 

@@ -48,10 +48,20 @@ struct SplitMix {
 
 }  // namespace
 
-Hparams read_hparams(const gguf::File& f) {
+namespace {
+
+// A file's hyperparameters and its architecture's object (which read the architecture's own keys).
+struct ReadArchitecture {
   Hparams h;
+  std::unique_ptr<ArchitectureModel> arch;
+};
+
+ReadArchitecture read_architecture(const gguf::File& f) {
+  ReadArchitecture out;
+  Hparams& h = out.h;
   h.arch = f.get_string("general.architecture");
-  const Architecture& arch = architecture(h.arch);  // an Error naming it when there is no builder for it
+  // An Error naming it when no architecture has that name.
+  const ArchitectureFactory factory = ArchitectureRegistry::instance().find(h.arch);
   const HparamReader r(f, h.arch);
   h.n_ctx_train = r.int_or("context_length", 2048, 1, kMaxContext);
   h.n_embd = r.required_int("embedding_length", 1, kMaxWidth);
@@ -74,7 +84,6 @@ Hparams read_hparams(const gguf::File& f) {
   if (h.n_rot % 2 != 0)
     raise(ErrorCode::CorruptFile, "hyperparameter {} = {} must be even", r.full("rope.dimension_count"),
           h.n_rot);
-  h.rope_freq_base = r.float_or("rope.freq_base", 10000.0f, 1e-3f, 1e30f);
   // Mixture of experts (llama's Mixtral, qwen3moe): the experts' width is the architecture's to read.
   h.n_expert = r.int_or("expert_count", 0, 0, kMaxHeads);
   h.n_expert_used = r.int_or("expert_used_count", h.n_expert > 0 ? 1 : 0, 0, kMaxHeads);
@@ -82,23 +91,6 @@ Hparams read_hparams(const gguf::File& f) {
     raise(ErrorCode::CorruptFile, "hyperparameters: {} = {} must be in [1, {} = {}]",
           r.full("expert_used_count"), h.n_expert_used, r.full("expert_count"), h.n_expert);
   if (h.n_expert == 0) h.n_expert_used = 0;
-  h.n_ff_exp = h.n_ff;
-  h.rms_eps = r.float_or("attention.layer_norm_rms_epsilon", 1e-5f, 0.0f, 1.0f);
-  h.rope_n_ctx_orig = h.n_ctx_train;
-  if (r.has("rope.scaling.type")) {
-    const std::string type = r.string_or("rope.scaling.type", "none");
-    const float factor = r.float_or("rope.scaling.factor", 1.0f, 0.0f, 1e6f);
-    if (type == "linear" || type == "yarn") {
-      if (factor > 0.0f) h.rope_freq_scale = 1.0f / factor;
-      if (type == "yarn") h.rope_yarn_ext_factor = 1.0f;
-      h.rope_n_ctx_orig = r.int_or("rope.scaling.original_context_length", h.n_ctx_train, 1, kMaxContext);
-    } else if (type != "none") {
-      raise(ErrorCode::Unsupported, "rope scaling type '{}' is not supported (none, linear, yarn)", type);
-    }
-  } else if (r.has("rope.scale_linear")) {
-    const float factor = r.float_or("rope.scale_linear", 1.0f, 0.0f, 1e6f);
-    if (factor > 0.0f) h.rope_freq_scale = 1.0f / factor;
-  }
   if (r.has("vocab_size")) {
     h.n_vocab = r.required_int("vocab_size", 1, kMaxVocab);
   } else if (f.find("tokenizer.ggml.tokens") != nullptr) {
@@ -110,9 +102,13 @@ Hparams read_hparams(const gguf::File& f) {
     raise(ErrorCode::CorruptFile, "vocabulary size {} is outside [1, {}] ({}, tokenizer.ggml.tokens)",
           h.n_vocab, kMaxVocab, r.full("vocab_size"));
   h.pooling_type = static_cast<int32_t>(r.int_or("pooling_type", -1, 0, 4));
-  arch.read_hparams(r, h);
-  return h;
+  out.arch = factory(r, h);
+  return out;
 }
+
+}  // namespace
+
+Hparams read_hparams(const gguf::File& f) { return read_architecture(f).h; }
 
 Model::~Model() = default;
 
@@ -149,10 +145,11 @@ std::vector<size_t> split_by_shares(int64_t n, std::span<const double> shares, s
 }
 
 std::vector<double> stage_layer_bytes(const gguf::File& file, bool embeddings_mapped) {
-  const Hparams h = read_hparams(file);
-  ModelWeights w;
-  WeightPlan plan(w, h);
-  architecture(h.arch).declare_weights(plan);
+  ReadArchitecture read = read_architecture(file);
+  const Hparams& h = read.h;
+  EmbeddingWeights io;
+  WeightPlan plan(io, h);
+  read.arch->declare_weights(plan);
   std::vector<double> bytes(static_cast<size_t>(std::max<int64_t>(h.n_layer, 0)), 0.0);
   if (bytes.empty()) return bytes;
   for (const WeightSpec& spec : plan.specs()) {
@@ -238,6 +235,42 @@ void Model::resolve_devices(const LoadOptions& options) {
   for (Device* d : layer_device_)  // the devices that hold something, in layer order
     if (d != nullptr && std::find(devices_.begin(), devices_.end(), d) == devices_.end())
       devices_.push_back(d);
+}
+
+HparamList Model::hyperparameters() const {
+  const Hparams& h = hparams_;
+  HparamList out;
+  const auto add = [&](const char* name, auto value) { out.emplace_back(name, fmt::format("{}", value)); };
+  add("arch", h.arch);
+  add("n_ctx_train", h.n_ctx_train);
+  add("n_embd", h.n_embd);
+  add("n_layer", h.n_layer);
+  add("n_ff", h.n_ff);
+  add("n_head", h.n_head);
+  add("n_head_kv", h.n_head_kv);
+  add("n_embd_head_k", h.n_embd_head_k);
+  add("n_embd_head_v", h.n_embd_head_v);
+  add("n_rot", h.n_rot);
+  add("n_vocab", h.n_vocab);
+  add("n_expert", h.n_expert);
+  add("n_expert_used", h.n_expert_used);
+  add("encoder", h.encoder);
+  add("pooling_type", h.pooling_type);
+  arch_->describe(out);
+  return out;
+}
+
+Tensor* Model::weight(std::string_view name) const noexcept {
+  for (const auto& [t, where] : placed_)
+    if (t->name == name) return t;
+  return nullptr;
+}
+
+std::vector<const Tensor*> Model::weight_tensors() const {
+  std::vector<const Tensor*> out;
+  out.reserve(placed_.size());
+  for (const auto& [t, where] : placed_) out.push_back(t);
+  return out;
 }
 
 size_t Model::weight_bytes() const noexcept {
@@ -383,7 +416,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       gguf::File::open(path, {.mmap = options.use_mmap, .metadata_only = stage}));
   m->interleave_ = options.use_mmap || stage;  // a stage's weights are read, never held twice
   const gguf::File& f = *m->file_;
-  m->hparams_ = read_hparams(f);
+  ReadArchitecture read = read_architecture(f);
+  m->hparams_ = std::move(read.h);
+  m->arch_ = std::move(read.arch);
   m->stage_ = {0, m->hparams_.n_layer};
   if (stage) {
     const LayerRange r = *options.stage;
@@ -394,8 +429,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       raise(ErrorCode::Unsupported, "'{}' is an encoder: it does not run as a pipeline", m->hparams_.arch);
     m->stage_ = r;
   }
-  WeightPlan plan(m->w_, m->hparams_);
-  architecture(m->hparams_.arch).declare_weights(plan);
+  WeightPlan plan(m->io_, m->hparams_);
+  m->arch_->declare_weights(plan);
 
   // Every tensor the graph needs must exist with exactly the declared shape and a supported
   // type, all checked before any memory is given.
@@ -451,7 +486,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     t->flags |= kFlagWeight;
     if (x.info->name != x.spec->name) {
       t->name = fmt::format("{} (tied to {})", x.spec->name, x.info->name);
-      if (x.spec->slot == &m->w_.output) m->tied_output_ = true;
+      if (x.spec->slot == &m->io_.output) m->tied_output_ = true;
     }
     *x.spec->slot = t;
     m->placed_.emplace_back(t, x.spec->where);
@@ -490,13 +525,14 @@ std::unique_ptr<Model> Model::synthetic(const SyntheticSpec& spec, const LoadOpt
   h.n_head_kv = spec.n_head_kv;
   h.n_rot = spec.n_embd / spec.n_head;
   h.n_vocab = spec.n_vocab;
-  h.rope_n_ctx_orig = spec.n_ctx_train;
   if (options.stage) raise(ErrorCode::Unsupported, "a synthetic model does not run as a pipeline stage");
   m->stage_ = {0, h.n_layer};
   m->resolve_devices(options);
   h.n_embd_head_k = h.n_embd_head_v = h.n_rot;
-  WeightPlan plan(m->w_, h);
-  kLlamaArchitecture.declare_weights(plan);
+  // A Llama with the defaults of every key it reads (a reader of no file).
+  m->arch_ = ArchitectureRegistry::instance().find(h.arch)(HparamReader(h.arch), h);
+  WeightPlan plan(m->io_, h);
+  m->arch_->declare_weights(plan);
   for (const WeightSpec& ws : plan.specs()) {
     if (ws.optional) continue;  // a synthetic Llama has no rope factors
     const DType type = ws.ne[1] == 1 ? DType::F32 : spec.type;

@@ -45,7 +45,7 @@ struct Session::DeviceStage {
 };
 
 Session::Session(const Model& model, const SessionOptions& options)
-    : model_(model), arch_(architecture(model.hparams().arch)), options_(options) {
+    : model_(model), arch_(model.architecture()), options_(options) {
   const Hparams& h = model.hparams();
   const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
   if (n_ctx <= 0) raise(ErrorCode::InvalidArgument, "context size must be positive, got {}", n_ctx);

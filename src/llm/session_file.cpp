@@ -1,4 +1,4 @@
-// Saved sessions (tessera/llm/session_file.h). The format, version 1, little-endian, no padding:
+// Saved sessions (tessera/llm/session_file.h). The format, version 2, little-endian, no padding:
 //
 //   magic       8 bytes "TESSERAS"
 //   version     u32 (kSessionFileVersion)
@@ -16,9 +16,9 @@
 //   checksum    u64: XXH64 (seed 0) of every byte before it
 //
 // A string is a u32 byte count and the bytes. The identity is the architecture (string), the
-// hyperparameters (u32 count, then name and value as strings), the GGUF file's size and the XXH64
-// of its header, every byte before the tensor data (u64, u64; 0 and 0 for a synthetic model), and
-// the weights (u32 count, then name, type and 4 x i64 shape each).
+// hyperparameters (Model::hyperparameters() but arch: u32 count, then name and value as strings), the GGUF
+// file's size and the XXH64 of its header, every byte before the tensor data (u64, u64; 0 and 0 for a
+// synthetic model), and the weights (u32 count, then name, type and 4 x i64 shape each).
 //
 // Why the identity is enough: a token's K/V are a function of the weights, the hyperparameters and
 // the architecture's graph. The GGUF header holds every metadata key (architecture,
@@ -77,67 +77,13 @@ std::string shape_text(const std::array<int64_t, 4>& ne) {
 
 Identity identity_of(const Model& m) {
   Identity id;
-  const Hparams& h = m.hparams();
-  id.arch = h.arch;
-  // Every field of Hparams but arch, the ones that shape the cache first. One added to Hparams later belongs
-  // here too (a file model's header digest covers it meanwhile; this list only names what differs).
-  auto add = [&](const char* name, auto value) { id.hparams.emplace_back(name, fmt::format("{}", value)); };
-  add("n_vocab", h.n_vocab);
-  add("n_embd", h.n_embd);
-  add("n_layer", h.n_layer);
-  add("n_ff", h.n_ff);
-  add("n_head", h.n_head);
-  add("n_head_kv", h.n_head_kv);
-  add("n_embd_head_k", h.n_embd_head_k);
-  add("n_embd_head_v", h.n_embd_head_v);
-  add("n_rot", h.n_rot);
-  add("rope_freq_base", h.rope_freq_base);
-  add("rope_freq_scale", h.rope_freq_scale);
-  add("rope_yarn_ext_factor", h.rope_yarn_ext_factor);
-  add("rope_attn_factor", h.rope_attn_factor);
-  add("rope_n_ctx_orig", h.rope_n_ctx_orig);
-  add("rms_eps", h.rms_eps);
-  add("n_swa", h.n_swa);
-  add("swa_pattern", h.swa_pattern);
-  add("rope_freq_base_swa", h.rope_freq_base_swa);
-  add("rope_freq_scale_swa", h.rope_freq_scale_swa);
-  add("attn_softcap", h.attn_softcap);
-  add("final_softcap", h.final_softcap);
-  add("q_scale", h.q_scale);
-  add("n_ctx_train", h.n_ctx_train);
-  add("n_expert", h.n_expert);
-  add("n_expert_used", h.n_expert_used);
-  add("n_ff_exp", h.n_ff_exp);
-  add("n_ff_shexp", h.n_ff_shexp);
-  add("embedding_scale", h.embedding_scale);
-  add("residual_scale", h.residual_scale);
-  add("attention_scale", h.attention_scale);
-  add("logit_scale", h.logit_scale);
-  add("use_rope", h.use_rope);
-  add("no_rope_layer_step", h.no_rope_layer_step);
-
-  auto weight = [&](const Tensor* t) {
-    if (t != nullptr) id.weights.push_back({t->name, std::string(name(t->type)), t->ne});
-  };
-  const ModelWeights& w = m.weights();
-  weight(w.token_embd);
-  weight(w.output_norm);
-  if (!m.tied_output()) weight(w.output);
-  weight(w.rope_freqs);
-  weight(w.rope_factors_long);
-  weight(w.rope_factors_short);
-  for (const Layer& l : w.layers) {
-    for (const Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.bq, l.bk, l.bv, l.q_norm, l.k_norm, l.wo,
-                            l.bo, l.attn_sinks, l.post_attn_norm})
-      weight(t);
-    for (const Tensor* t : {l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_b, l.ffn_up_b,
-                            l.ffn_down_b, l.post_ffn_norm})
-      weight(t);
-    for (const Tensor* t : {l.ffn_gate_inp, l.ffn_gate_inp_b, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
-                            l.ffn_gate_exps_b, l.ffn_up_exps_b, l.ffn_down_exps_b, l.ffn_gate_shexp,
-                            l.ffn_up_shexp, l.ffn_down_shexp})
-      weight(t);
-  }
+  id.arch = m.hparams().arch;
+  // Every hyperparameter (the architecture's own too) but arch, the ones that shape the cache first.
+  for (auto& [name, value] : m.hyperparameters())
+    if (name != "arch") id.hparams.emplace_back(std::move(name), std::move(value));
+  for (const Tensor* t : m.weight_tensors())
+    if (!(m.tied_output() && t == m.output()))
+      id.weights.push_back({t->name, std::string(name(t->type)), t->ne});
 
   if (const gguf::File* f = m.file()) {
     id.gguf_size = f->file_size();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "llm/layer_weights.h"
 #include "tessera/llm/model.h"
 
 namespace tessera::llm {
@@ -26,13 +27,10 @@ struct WeightSpec {
 
 class WeightPlan {
  public:
-  WeightPlan(ModelWeights& weights, const Hparams& h) : w_(weights), h_(h) {
-    w_.layers.resize(static_cast<size_t>(h.n_layer));
-  }
+  WeightPlan(EmbeddingWeights& io, const Hparams& h) : io_(io), h_(h) {}
 
   const Hparams& hparams() const noexcept { return h_; }
-  ModelWeights& weights() noexcept { return w_; }
-  Layer& layer(int64_t il) { return w_.layers.at(static_cast<size_t>(il)); }
+  EmbeddingWeights& io() noexcept { return io_; }
   const std::vector<WeightSpec>& specs() const noexcept { return specs_; }
 
   // A model-wide weight.
@@ -46,21 +44,24 @@ class WeightPlan {
   // What most architectures share: token_embd, output_norm and output (tied to token_embd when
   // the file has none).
   void add_embeddings_and_output();
-  // attn_norm, attn_q/k/v, attn_output; ffn_norm, ffn_gate/up/down: the llama layer's weights.
-  void add_attention(int64_t il);
-  // The optional biases of attn_q/k/v (Granite, SmolLM3: the converters write them when the
-  // checkpoint has them).
-  void add_attention_biases(int64_t il);
-  // With biases: optional ffn_gate/up/down biases too (Granite).
-  void add_gated_ffn(int64_t il, bool biases = false);
+  // attn_norm, attn_q/k/v, attn_output: the llama layer's attention.
+  void add_attention(int64_t il, DecoderLayer& l);
+  // The biases of attn_q/k/v (optional: Granite, SmolLM3, whose converters write them when the
+  // checkpoint has them; required: Qwen2, gpt-oss).
+  void add_attention_biases(int64_t il, AttentionWeights& a, bool optional);
+  // attn_q_norm and attn_k_norm, `width` wide (one head, or the whole projection).
+  void add_qk_norms(int64_t il, AttentionWeights& a, int64_t q_width, int64_t k_width);
+  // ffn_norm, ffn_gate/up/down of n_ff; with biases, their optional biases too (Granite).
+  void add_gated_ffn(int64_t il, DecoderLayer& l, bool biases = false);
   // The shared expert ffn_gate/up/down_shexp, n_ff_shexp wide (granitemoe).
-  void add_shared_expert(int64_t il, int64_t n_ff_shexp);
+  void add_shared_expert(int64_t il, FfnWeights& w, int64_t n_ff_shexp);
   // The FFN's input norm (blk.N.<norm>.weight into ffn_norm), the router ffn_gate_inp and the
   // experts ffn_gate/up/down_exps, each n_ff_exp wide; with biases, the router's and the experts'
   // biases too (gpt-oss).
-  void add_moe_ffn(int64_t il, int64_t n_ff_exp, const char* norm = "ffn_norm", bool biases = false);
+  void add_moe_ffn(int64_t il, DecoderLayer& l, int64_t n_ff_exp, const char* norm = "ffn_norm",
+                   bool biases = false);
   // post_attention_norm and post_ffw_norm (Gemma).
-  void add_post_norms(int64_t il);
+  void add_post_norms(int64_t il, DecoderLayer& l);
 
   // Every tensor of the file must be one the plan declares (or a fallback one reads): a tensor the
   // graph would not read (a bias, a fused projection, a variant's extra weights) is an Error naming
@@ -69,7 +70,7 @@ class WeightPlan {
   bool every_tensor_read() const noexcept { return every_tensor_read_; }
 
  private:
-  ModelWeights& w_;
+  EmbeddingWeights& io_;
   const Hparams& h_;
   std::vector<WeightSpec> specs_;
   bool every_tensor_read_ = false;

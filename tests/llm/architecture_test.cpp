@@ -96,6 +96,18 @@ Rewrite adding(std::string name, std::vector<int64_t> ne) {
   return r;
 }
 
+// A hyperparameter's value as Model::hyperparameters() writes it ("" when the model has none).
+std::string hparam(const Model& m, std::string_view name) {
+  for (const auto& [n, v] : m.hyperparameters())
+    if (n == name) return v;
+  return {};
+}
+
+// Whether the model holds the weight of layer il called `what` (its .weight, or .bias with bias).
+bool has(const Model& m, int il, const char* what, bool bias = false) {
+  return m.weight(fmt::format("blk.{}.{}.{}", il, what, bias ? "bias" : "weight")) != nullptr;
+}
+
 std::string load_error(const std::string& path) {
   try {
     Model::load(path);
@@ -128,12 +140,12 @@ TEST(Architectures, EachOracleLoadsWithItsOwnWeights) {
     auto m = Model::load(kShared + e.file);
     EXPECT_EQ(m->hparams().arch, e.arch);
     EXPECT_EQ(m->tied_output(), e.tied);
-    const Layer& l = m->layers()[1];
-    EXPECT_EQ(l.bq != nullptr && l.bk != nullptr && l.bv != nullptr, e.q_bias);
-    EXPECT_EQ(l.q_norm != nullptr && l.k_norm != nullptr, e.qk_norm);
-    EXPECT_EQ(l.wqkv != nullptr && l.ffn_gate == nullptr, e.fused);
-    EXPECT_EQ(l.wq == nullptr, e.fused);
-    EXPECT_EQ(l.post_attn_norm != nullptr && l.post_ffn_norm != nullptr, e.post_norms);
+    const Model& l = *m;
+    EXPECT_EQ(has(l, 1, "attn_q", true) && has(l, 1, "attn_k", true) && has(l, 1, "attn_v", true), e.q_bias);
+    EXPECT_EQ(has(l, 1, "attn_q_norm") && has(l, 1, "attn_k_norm"), e.qk_norm);
+    EXPECT_EQ(has(l, 1, "attn_qkv") && !has(l, 1, "ffn_gate"), e.fused);
+    EXPECT_EQ(!has(l, 1, "attn_q"), e.fused);
+    EXPECT_EQ(has(l, 1, "post_attention_norm") && has(l, 1, "post_ffw_norm"), e.post_norms);
     // A tied output reads the embeddings' bytes (the same mapped data, or for a type the CPU keeps
     // interleaved a copy in that layout, which reads back as those bytes).
     if (e.tied) {
@@ -150,26 +162,23 @@ TEST(Architectures, EachOracleLoadsWithItsOwnWeights) {
 
 TEST(Architectures, GemmaHyperparameters) {
   auto g2 = Model::load(kShared + "oracle/tiny-gemma2-f32.gguf");
-  const Hparams& h2 = g2->hparams();
-  EXPECT_EQ(h2.n_swa, 32);
-  EXPECT_EQ(h2.window(0), 32);  // windowed, then global, alternately
-  EXPECT_EQ(h2.window(1), 0);
-  EXPECT_FLOAT_EQ(h2.attn_softcap, 50.0f);
-  EXPECT_FLOAT_EQ(h2.final_softcap, 30.0f);
-  EXPECT_FLOAT_EQ(h2.q_scale, 0.125f);  // 1 / sqrt(head size 64)
+  EXPECT_EQ(hparam(*g2, "n_swa"), "32");
+  EXPECT_EQ(hparam(*g2, "swa_pattern"), "2");  // windowed, then global, alternately
+  EXPECT_EQ(hparam(*g2, "attn_softcap"), "50");
+  EXPECT_EQ(hparam(*g2, "final_softcap"), "30");
+  EXPECT_EQ(hparam(*g2, "q_scale"), "0.125");                                   // 1 / sqrt(head size 64)
+  EXPECT_EQ(hparam(*g2, "rope_swa_freq_base"), hparam(*g2, "rope_freq_base"));  // one rope
   auto g3 = Model::load(kShared + "oracle/tiny-gemma3-f32.gguf");
-  const Hparams& h3 = g3->hparams();
-  EXPECT_EQ(h3.swa_pattern, 2);
-  EXPECT_EQ(h3.window(0), 32);
-  EXPECT_EQ(h3.window(1), 0);
-  EXPECT_FLOAT_EQ(h3.rope_freq_base, 1e6f);
-  EXPECT_FLOAT_EQ(h3.rope_freq_base_swa, 1e4f);
-  EXPECT_EQ(h3.attn_softcap, 0.0f);
-  EXPECT_EQ(h3.final_softcap, 0.0f);
+  EXPECT_EQ(hparam(*g3, "n_swa"), "32");
+  EXPECT_EQ(hparam(*g3, "swa_pattern"), "2");
+  EXPECT_EQ(hparam(*g3, "rope_freq_base"), "1000000");
+  EXPECT_EQ(hparam(*g3, "rope_swa_freq_base"), "10000");
+  EXPECT_EQ(hparam(*g3, "attn_softcap"), "0");
+  EXPECT_EQ(hparam(*g3, "final_softcap"), "0");
   // Without the key, local layers use llama.cpp's constant base 10000.
   auto no_swa_base = Model::load(
       rewritten("oracle/tiny-gemma3-f32.gguf", "g3_nobase.gguf", without_key("gemma3.rope.freq_base_swa")));
-  EXPECT_FLOAT_EQ(no_swa_base->hparams().rope_freq_base_swa, 1e4f);
+  EXPECT_EQ(hparam(*no_swa_base, "rope_swa_freq_base"), "10000");
 }
 
 TEST(Architectures, UnknownArchitectureIsAnErrorListingTheSupportedOnes) {
@@ -295,14 +304,16 @@ TEST(Architectures, MixtureOfExpertsLoadsItsExperts) {
     EXPECT_EQ(h.arch, e.arch);
     EXPECT_EQ(h.n_expert, e.n_expert);
     EXPECT_EQ(h.n_expert_used, e.n_used);
-    EXPECT_EQ(h.n_ff_exp, e.n_ff_exp);
-    for (const Layer& l : m->layers()) {
-      EXPECT_EQ(l.ffn_gate, nullptr);
-      ASSERT_NE(l.ffn_gate_inp, nullptr);
-      EXPECT_EQ(l.ffn_gate_inp->ne, (std::array<int64_t, 4>{e.n_embd, e.n_expert, 1, 1}));
-      EXPECT_EQ(l.ffn_up_exps->ne, (std::array<int64_t, 4>{e.n_embd, e.n_ff_exp, e.n_expert, 1}));
-      EXPECT_EQ(l.ffn_gate_exps->ne, (std::array<int64_t, 4>{e.n_embd, e.n_ff_exp, e.n_expert, 1}));
-      EXPECT_EQ(l.ffn_down_exps->ne, (std::array<int64_t, 4>{e.n_ff_exp, e.n_embd, e.n_expert, 1}));
+    for (int il = 0; il < h.n_layer; ++il) {
+      const auto ne = [&](const char* what) {
+        const Tensor* t = m->weight(fmt::format("blk.{}.{}.weight", il, what));
+        return t != nullptr ? t->ne : std::array<int64_t, 4>{};
+      };
+      EXPECT_FALSE(has(*m, il, "ffn_gate"));
+      EXPECT_EQ(ne("ffn_gate_inp"), (std::array<int64_t, 4>{e.n_embd, e.n_expert, 1, 1}));
+      EXPECT_EQ(ne("ffn_up_exps"), (std::array<int64_t, 4>{e.n_embd, e.n_ff_exp, e.n_expert, 1}));
+      EXPECT_EQ(ne("ffn_gate_exps"), (std::array<int64_t, 4>{e.n_embd, e.n_ff_exp, e.n_expert, 1}));
+      EXPECT_EQ(ne("ffn_down_exps"), (std::array<int64_t, 4>{e.n_ff_exp, e.n_embd, e.n_expert, 1}));
     }
   }
   // qwen3moe needs its experts; more experts used than there are is a corrupt file.
@@ -370,30 +381,28 @@ TEST(Architectures, TokenByTokenMatchesOneBatch) {
 
 TEST(Architectures, GraniteOlmoeSmolLm3ReadTheirHyperparametersAndWeights) {
   auto g = Model::load(kFixtures + "tiny-granite-f32.gguf");
-  const Hparams& h = g->hparams();
-  EXPECT_FLOAT_EQ(h.embedding_scale, 12.0f);
-  EXPECT_FLOAT_EQ(h.residual_scale, 0.22f);
-  EXPECT_FLOAT_EQ(h.attention_scale, 0.15f);
-  EXPECT_FLOAT_EQ(h.logit_scale, 8.0f);
-  EXPECT_TRUE(h.rope_layer(0) && h.rope_layer(3));
-  const Layer& l = g->layers()[1];
-  for (const Tensor* t : {l.bq, l.bk, l.bv, l.bo, l.ffn_gate_b, l.ffn_up_b, l.ffn_down_b})
-    EXPECT_NE(t, nullptr);
-  EXPECT_FALSE(Model::load(kFixtures + "tiny-granite-norope-f32.gguf")->hparams().rope_layer(0));
+  EXPECT_EQ(hparam(*g, "embedding_scale"), "12");
+  EXPECT_EQ(hparam(*g, "residual_scale"), "0.22");
+  EXPECT_EQ(hparam(*g, "attention_scale"), "0.15");
+  EXPECT_EQ(hparam(*g, "logit_scale"), "8");
+  EXPECT_EQ(hparam(*g, "use_rope"), "true");
+  for (const char* what : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+    EXPECT_TRUE(has(*g, 1, what, /*bias=*/true)) << what;
+  EXPECT_EQ(hparam(*Model::load(kFixtures + "tiny-granite-norope-f32.gguf"), "use_rope"), "false");
 
   auto gm = Model::load(kFixtures + "tiny-granitemoe-f32.gguf");
   EXPECT_EQ(gm->hparams().n_expert, 8);
-  EXPECT_EQ(gm->hparams().n_ff_shexp, 96);
-  EXPECT_EQ(gm->layers()[0].ffn_up_shexp->ne, (std::array<int64_t, 4>{64, 96, 1, 1}));
-  EXPECT_EQ(gm->layers()[0].ffn_up_exps->ne, (std::array<int64_t, 4>{64, 64, 8, 1}));
+  EXPECT_EQ(hparam(*gm, "n_ff_shexp"), "96");
+  EXPECT_EQ(gm->weight("blk.0.ffn_up_shexp.weight")->ne, (std::array<int64_t, 4>{64, 96, 1, 1}));
+  EXPECT_EQ(gm->weight("blk.0.ffn_up_exps.weight")->ne, (std::array<int64_t, 4>{64, 64, 8, 1}));
 
   auto o = Model::load(kFixtures + "tiny-olmoe-f32.gguf");
-  EXPECT_EQ(o->layers()[0].q_norm->ne[0], 64);  // the whole projection, not one head (16)
-  EXPECT_EQ(o->layers()[0].k_norm->ne[0], 64);
+  EXPECT_EQ(o->weight("blk.0.attn_q_norm.weight")->ne[0], 64);  // the whole projection, not one head (16)
+  EXPECT_EQ(o->weight("blk.0.attn_k_norm.weight")->ne[0], 64);
 
   auto s = Model::load(kFixtures + "tiny-smollm3-f32.gguf");
   EXPECT_TRUE(s->tied_output());
-  for (int64_t il = 0; il < 8; ++il) EXPECT_EQ(s->hparams().rope_layer(il), il % 4 != 3) << il;
+  EXPECT_EQ(hparam(*s, "no_rope_layer_step"), "4");  // layers 3, 7, ... without rope
 }
 
 TEST(Architectures, WhatGraniteOlmoeAndSmolLm3DoNotImplementIsRefusedByName) {

@@ -92,7 +92,11 @@ WindowRun run_attention(int32_t window) {
   ap.rope.n_dims = static_cast<int>(h.n_rot);
   ap.kq_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim()));
   ap.window = window;
-  const Layer& l = model->layers()[0];
+  AttentionWeights l;
+  l.wq = model->weight("blk.0.attn_q.weight");
+  l.wk = model->weight("blk.0.attn_k.weight");
+  l.wv = model->weight("blk.0.attn_v.weight");
+  l.wo = model->weight("blk.0.attn_output.weight");
   Tensor* attn = attention(b, l, 0, x, ap);
   Tensor* v = ops::mul_mat(ctx, l.wv, x);  // [n_embd_kv, tokens]
   graph.expand(attn);

@@ -56,19 +56,21 @@ BothWays tiny_llama_both_ways(const char* type) {
   LoadOptions in_memory;
   in_memory.use_mmap = false;
   both.read = Model::load(path, in_memory);
-  const Layer& layer = both.mapped->layers()[0];
-  for (const Tensor* t :
-       {layer.wq, layer.wk, layer.wv, layer.wo, layer.ffn_gate, layer.ffn_down, both.mapped->output()})
+  const Model& m = *both.mapped;
+  for (const Tensor* t : {m.weight("blk.0.attn_q.weight"), m.weight("blk.0.attn_k.weight"),
+                          m.weight("blk.0.attn_v.weight"), m.weight("blk.0.attn_output.weight"),
+                          m.weight("blk.0.ffn_gate.weight"), m.weight("blk.0.ffn_down.weight"), m.output()})
     EXPECT_TRUE(interleaved(t)) << t->describe();
-  EXPECT_FALSE(interleaved(both.mapped->token_embd()));  // GET_ROWS reads it
-  EXPECT_FALSE(interleaved(both.read->layers()[0].wq));
+  EXPECT_FALSE(interleaved(m.token_embd()));  // GET_ROWS reads it
+  EXPECT_FALSE(interleaved(both.read->weight("blk.0.attn_q.weight")));
+  const Tensor* ffn_down = m.weight("blk.0.ffn_down.weight");
 
   const gguf::File file = gguf::File::open(path);
   const gguf::TensorInfo* info = file.find_tensor("blk.0.ffn_down.weight");
   EXPECT_NE(info, nullptr);
   if (info != nullptr) {
-    std::vector<char> back(layer.ffn_down->nbytes());
-    tensor_get(*layer.ffn_down, back.data(), 0, back.size());
+    std::vector<char> back(ffn_down->nbytes());
+    tensor_get(*ffn_down, back.data(), 0, back.size());
     EXPECT_EQ(0, std::memcmp(back.data(), file.tensor_data(*info), back.size()));
   }
   return both;

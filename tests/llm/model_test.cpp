@@ -60,7 +60,7 @@ TEST(Llama, LoadsHyperparametersOfStories260K) {
   // CPU weights point into the mapped file: no copy.
   const auto* info = model->file()->find_tensor("blk.0.attn_q.weight");
   ASSERT_NE(info, nullptr);
-  EXPECT_EQ(model->layers()[0].wq->data, model->file()->tensor_data(*info));
+  EXPECT_EQ(model->weight("blk.0.attn_q.weight")->data, model->file()->tensor_data(*info));
 }
 
 TEST(Llama, GreedyStoryIsPinned) {
@@ -103,9 +103,9 @@ TEST(Llama, BatchAndTokenByTokenGiveTheSameLogits) {
 
 TEST(Llama, LongBatchesAttendInGroupsOfQueryTokensWithTheSameLogits) {
   // A batch of 512 tokens over 512 cells holds KQ (512 cells x 8 heads x 4 bytes per token) in
-  // groups of 256 query tokens (the CPU's FLASH_ATTN_EXT: about 4 MiB each); batches of 256 (one group each) and
-  // of 200 compute every token's attention in one product. Each token's attention is its own, so
-  // the logits of every position are the same bits.
+  // groups of 256 query tokens (the CPU's FLASH_ATTN_EXT: about 4 MiB each); batches of 256 (one group each)
+  // and of 200 compute every token's attention in one product. Each token's attention is its own, so the
+  // logits of every position are the same bits.
   auto model = Model::load(kModel);
   ASSERT_EQ(model->hparams().n_head, 8);
   std::vector<Token> tokens;
@@ -239,10 +239,10 @@ TEST(Llama, RopeFreqsAreLoadedAndChecked) {
   auto model = Model::load(rewritten("freqs.gguf", "", [&](gguf::Writer& w) {
     w.add_tensor("rope_freqs.weight", DType::F32, ne_ok, ones.data(), ones.size() * 4);
   }));
-  ASSERT_NE(model->rope_freqs(), nullptr);
-  EXPECT_EQ(model->rope_freqs()->ne[0], half);
+  ASSERT_NE(model->weight("rope_freqs.weight"), nullptr);
+  EXPECT_EQ(model->weight("rope_freqs.weight")->ne[0], half);
   auto plain = Model::load(kModel);
-  EXPECT_EQ(plain->rope_freqs(), nullptr);
+  EXPECT_EQ(plain->weight("rope_freqs.weight"), nullptr);
   // Factors of 1 change nothing: the same logits as without them.
   Session with(*model), without(*plain);
   const std::vector<Token> tokens{1, 403, 407, 261, 378};

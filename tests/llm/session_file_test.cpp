@@ -3,6 +3,7 @@
 // sequence and with layers on a device; every bad file is an Error that leaves the cache as it was.
 #include "tessera/llm/session_file.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -320,10 +321,10 @@ TEST(SessionFile, ACorruptedFileIsAnErrorAndTheCacheIsUnchanged) {
   EXPECT_EQ(e.code(), ErrorCode::CorruptFile);
   EXPECT_TRUE(contains(e.what(), "x.bin: not a Tessera session file")) << e.what();
   bad = good;
-  bad[8] = std::byte{2};
+  bad[8] = std::byte{kSessionFileVersion + 1};
   e = error_of([&] { load_sequence_state_bytes(s, 1, bad, "x.bin"); });
   EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-  EXPECT_TRUE(contains(e.what(), "version 2")) << e.what();
+  EXPECT_TRUE(contains(e.what(), fmt::format("version {}", kSessionFileVersion + 1))) << e.what();
   EXPECT_TRUE(CacheSnapshot(s) == before);
   // The good file still loads.
   EXPECT_EQ(load_sequence_state_bytes(s, 0, good), prompt);

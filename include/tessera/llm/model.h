@@ -19,6 +19,9 @@
 
 namespace tessera::llm {
 
+// What every model has, whatever its architecture: the shapes the cache, the sessions and the
+// samplers need. An architecture's own hyperparameters (rope scaling, norms' epsilon, windows,
+// soft-caps, scales) are private to its file in src/llm/arch/; Model::hyperparameters() lists them.
 struct Hparams {
   std::string arch = "llama";
   int64_t n_ctx_train = 2048;
@@ -31,133 +34,36 @@ struct Hparams {
   int64_t n_embd_head_v = 0;  // value head size (attention.value_length; 0: n_embd / n_head)
   int64_t n_rot = 0;          // rope dimension count
   int64_t n_vocab = 0;
-  float rope_freq_base = 10000.0f;
-  float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
-  float rope_yarn_ext_factor = 0.0f;
-  float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor (Phi-3's long-context rope)
-  int64_t rope_n_ctx_orig = 0;
-  float rms_eps = 1e-5f;
-  // Sliding-window attention: a windowed layer sees the last n_swa positions (0: no window).
-  int64_t n_swa = 0;
-  // Which layers are windowed: in each group of swa_pattern layers all but the last
-  // (0: every layer, 1: none).
-  int64_t swa_pattern = 0;
-  float rope_freq_base_swa = 10000.0f;  // rope on windowed layers
-  float rope_freq_scale_swa = 1.0f;
-  float attn_softcap = 0.0f;   // attention logits become c * tanh(x / c) (0: none)
-  float final_softcap = 0.0f;  // likewise the output logits
-  float q_scale = 0.0f;        // Q's scale before KQ (0: 1 / sqrt(head_dim()))
-  // Mixture of experts (Mixtral, Qwen3-MoE): n_expert experts per layer, n_expert_used of them per
-  // token, each n_ff_exp wide (0: no experts, a dense FFN).
+  // Mixture of experts: n_expert experts per layer, n_expert_used of them per token (0: dense).
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
-  int64_t n_ff_exp = 0;
-  int64_t n_ff_shexp = 0;  // the shared expert's width (granitemoe; 0: none)
-  // Granite's scales (0: none): token embeddings times embedding_scale; each block's attention and
-  // FFN output times residual_scale before the residual add; KQ scaled by attention_scale instead of
-  // 1 / sqrt(head_dim()); logits divided by logit_scale.
-  float embedding_scale = 0.0f;
-  float residual_scale = 0.0f;
-  float attention_scale = 0.0f;
-  float logit_scale = 0.0f;
-  // Which layers rope Q and K: none when !use_rope (granite's rope.scaling.finetuned = false), else
-  // every layer but those with (il + 1) % no_rope_layer_step == 0 (SmolLM3: every 4th; 0: all).
-  bool use_rope = true;
-  int64_t no_rope_layer_step = 0;
   // Encoders (bert, nomic-bert): every token attends to every token of its sequence, and the model
   // has no output projection, so it computes embeddings only (SessionOptions::embeddings).
   bool encoder = false;
-  float norm_eps = 1e-12f;  // LayerNorm epsilon (attention.layer_norm_epsilon; encoders)
   // <arch>.pooling_type as llama.cpp numbers it (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1: absent.
   int32_t pooling_type = -1;
-  int64_t n_token_types = 0;  // tokenizer.ggml.token_type_count (BERT's segment embeddings)
-  bool fused_qkv = false;     // encoders: the file has blk.N.attn_qkv rather than attn_q/k/v
 
   int64_t head_dim() const { return n_embd_head_k > 0 ? n_embd_head_k : n_embd / n_head; }
   int64_t head_dim_v() const { return n_embd_head_v > 0 ? n_embd_head_v : n_embd / n_head; }
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }  // K row of one token (all KV heads)
   int64_t n_embd_v_kv() const { return head_dim_v() * n_head_kv; }
   int64_t n_embd_q() const { return head_dim() * n_head; }
-  bool swa_layer(int64_t il) const {
-    return n_swa > 0 && (swa_pattern == 0 || il % swa_pattern < swa_pattern - 1);
-  }
-  // The KV window of layer il (0: none).
-  int32_t window(int64_t il) const { return swa_layer(il) ? static_cast<int32_t>(n_swa) : 0; }
-  bool rope_layer(int64_t il) const {
-    return use_rope && (no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0);
-  }
 };
 
-// One layer's weights. Architectures that need more (biases, Q/K norms, post norms) use the
-// optional fields (nullptr when the architecture or the file has none) rather than a layer type of
-// their own.
-struct Layer {
-  Tensor* attn_norm = nullptr;
-  Tensor* wq = nullptr;
-  Tensor* wk = nullptr;
-  Tensor* wv = nullptr;
-  Tensor* wqkv = nullptr;  // Q, K and V rows in one matrix (Phi-3), instead of wq/wk/wv
-  Tensor* bq = nullptr;    // Q/K/V biases (Qwen2, Granite, SmolLM3)
-  Tensor* bk = nullptr;
-  Tensor* bv = nullptr;
-  Tensor* q_norm = nullptr;  // RMS norms of Q and K per head (Qwen3, Gemma 3) or whole (OLMoE)
-  Tensor* k_norm = nullptr;
-  Tensor* wo = nullptr;
-  Tensor* post_attn_norm = nullptr;  // norm of the attention output before the residual (Gemma)
-  Tensor* ffn_norm = nullptr;
-  Tensor* ffn_gate = nullptr;  // nullptr with a fused gate+up ffn_up of 2 * n_ff rows (Phi-3)
-  Tensor* ffn_up = nullptr;
-  Tensor* ffn_down = nullptr;
-  Tensor* ffn_gate_b = nullptr;     // the gated FFN's biases (Granite; ffn_up_b and ffn_down_b below)
-  Tensor* post_ffn_norm = nullptr;  // norm of the FFN output before the residual (Gemma)
-  // Mixture of experts instead of ffn_gate/up/down: the router [n_embd, n_expert] and the experts'
-  // matrices, one per expert along dim 2 ([n_embd, n_ff_exp, n_expert] gate and up, [n_ff_exp,
-  // n_embd, n_expert] down).
-  Tensor* ffn_gate_inp = nullptr;
-  Tensor* ffn_gate_exps = nullptr;
-  Tensor* ffn_up_exps = nullptr;
-  Tensor* ffn_down_exps = nullptr;
-  // gpt-oss: the router's bias [n_expert] and the experts' biases, one row per expert ([n_ff_exp,
-  // n_expert] gate and up, [n_embd, n_expert] down).
-  Tensor* ffn_gate_inp_b = nullptr;
-  Tensor* ffn_gate_exps_b = nullptr;
-  Tensor* ffn_up_exps_b = nullptr;
-  Tensor* ffn_down_exps_b = nullptr;
-  // A shared expert beside the routed ones (granitemoe): a SILU-gated FFN of n_ff_shexp that every
-  // token runs, its output added to the experts' ([n_embd, n_ff_shexp] gate and up, [n_ff_shexp,
-  // n_embd] down).
-  Tensor* ffn_gate_shexp = nullptr;
-  Tensor* ffn_up_shexp = nullptr;
-  Tensor* ffn_down_shexp = nullptr;
-  // Attention sinks (gpt-oss): one learned logit per query head [n_head] that joins every softmax
-  // denominator and attends to nothing.
-  Tensor* attn_sinks = nullptr;
-  // Encoders (bert, nomic-bert): biases, and LayerNorms after each residual (bo, ffn_up_b and
-  // ffn_down_b also Granite's, gpt-oss's bo).
-  Tensor* bqkv = nullptr;  // fused wqkv's bias
-  Tensor* bo = nullptr;    // attn_output's bias
-  Tensor* attn_out_norm = nullptr;
-  Tensor* attn_out_norm_b = nullptr;
-  Tensor* ffn_up_b = nullptr;
-  Tensor* ffn_down_b = nullptr;
-  Tensor* layer_out_norm = nullptr;
-  Tensor* layer_out_norm_b = nullptr;
-};
-
-// Every weight of a model; which exist is the architecture's choice (llm/arch/).
-struct ModelWeights {
+// The weights every language model has: the token embeddings it reads, and the output norm and
+// projection it ends with (nullptr in an encoder). The layers' weights are the architecture's.
+struct EmbeddingWeights {
   Tensor* token_embd = nullptr;
   Tensor* output_norm = nullptr;
-  Tensor* output = nullptr;              // token_embd's data when the file has no output.weight (tied)
-  Tensor* rope_freqs = nullptr;          // F32 [n_rot / 2] rope frequency factors (Llama 3.1)
-  Tensor* rope_factors_long = nullptr;   // Phi-3's factors past the original context
-  Tensor* rope_factors_short = nullptr;  // ... and within it
-  Tensor* pos_embd = nullptr;            // BERT's learned absolute positions [n_embd, n_ctx_train]
-  Tensor* type_embd = nullptr;           // token type (segment) embeddings [n_embd, n_token_types]
-  Tensor* tok_norm = nullptr;            // LayerNorm of the embeddings (encoders), and its bias
-  Tensor* tok_norm_b = nullptr;
-  std::vector<Layer> layers;
+  Tensor* output = nullptr;  // token_embd's data when the file has no output.weight (tied)
 };
+
+// A hyperparameter's name and its value as text.
+using HparamList = std::vector<std::pair<std::string, std::string>>;
+
+// One model's architecture: its own hyperparameters and weights, and how it builds its graphs
+// (internal: src/llm/arch/architecture.h).
+class ArchitectureModel;
 
 // How offloaded layers spread over several devices (llama.cpp's --split-mode): none keeps them on
 // the first device named; layer gives each device a contiguous range of them.
@@ -223,13 +129,18 @@ class Model {
   ~Model();
 
   const Hparams& hparams() const noexcept { return hparams_; }
-  const std::vector<Layer>& layers() const noexcept { return w_.layers; }
-  const ModelWeights& weights() const noexcept { return w_; }
-  Tensor* token_embd() const noexcept { return w_.token_embd; }
-  Tensor* output_norm() const noexcept { return w_.output_norm; }
-  Tensor* output() const noexcept { return w_.output; }
-  // Rope frequency factors (F32 [n_rot / 2], Llama 3.1 scaling); nullptr when the file has none.
-  Tensor* rope_freqs() const noexcept { return w_.rope_freqs; }
+  // Every hyperparameter: Hparams' fields, then the architecture's own (rope, norms, windows, ...).
+  HparamList hyperparameters() const;
+  // The weight called `name` (as the file names it: "blk.0.attn_q.weight"), nullptr when the model
+  // has none (or another pipeline stage holds it).
+  Tensor* weight(std::string_view name) const noexcept;
+  // Every weight this model holds, in the order they were declared.
+  std::vector<const Tensor*> weight_tensors() const;
+  Tensor* token_embd() const noexcept { return io_.token_embd; }
+  Tensor* output_norm() const noexcept { return io_.output_norm; }
+  Tensor* output() const noexcept { return io_.output; }
+  // The architecture that builds this model's graphs (internal).
+  const ArchitectureModel& architecture() const noexcept { return *arch_; }
   // True when output.weight is absent and the output projection reads token_embd.weight.
   bool tied_output() const noexcept { return tied_output_; }
   // The devices holding offloaded layers, in layer order (empty when everything is on the CPU),
@@ -273,8 +184,9 @@ class Model {
   bool in_stage(int64_t where) const noexcept;
 
   Hparams hparams_;
+  std::unique_ptr<ArchitectureModel> arch_;
   LayerRange stage_;
-  ModelWeights w_;
+  EmbeddingWeights io_;
   std::vector<std::pair<Tensor*, int64_t>> placed_;  // every weight and where it belongs
   bool tied_output_ = false;
   // Q4_0 / Q8_0 matrices to the CPU's interleaved layout: a copy, so only when the file is mapped
@@ -289,7 +201,8 @@ class Model {
 };
 
 // Hyperparameters from a file's <architecture>.* keys, validated (sizes positive and bounded, heads
-// that divide); an unknown architecture or a bad value is an Error naming the key.
+// that divide, the architecture's own keys too); an unknown architecture or a bad value is an Error
+// naming the key.
 Hparams read_hparams(const gguf::File& file);
 
 }  // namespace tessera::llm

@@ -19,7 +19,6 @@
 
 namespace tessera::llm {
 
-struct Architecture;
 struct GraphBuild;
 
 struct SessionOptions {
@@ -152,7 +151,7 @@ class Session {
   void decode_pipelined(const Batch& batch, size_t micro_batch);
 
   const Model& model_;
-  const Architecture& arch_;
+  const ArchitectureModel& arch_;
   SessionOptions options_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<cpu::CpuBackend> cpu_;

@@ -21,7 +21,7 @@
 
 namespace tessera::llm {
 
-inline constexpr uint32_t kSessionFileVersion = 1;
+inline constexpr uint32_t kSessionFileVersion = 2;  // 2: Model::hyperparameters() in the identity
 
 // Writes sequence `seq`'s state: `tokens` (the tokens it holds at positions 0..n-1, n =
 // tokens.size(), which must equal the number of cells the cache holds for seq) and the K/V of those

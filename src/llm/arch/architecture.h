@@ -1,8 +1,12 @@
 #pragma once
-// The registry of model architectures: for each `general.architecture` name, the hyperparameters
-// and weights it reads from a file, and the builder of its forward graph (from the shared blocks
-// in ../blocks.h).
+// Model architectures. Each file arch/<name>.cpp is one or more architectures: it owns their
+// hyperparameters and weights (private to the file), builds their graphs from the shared blocks
+// (../blocks.h) and registers them by defining register_<name>(ArchitectureRegistry&), which the
+// build calls for every file of this folder (src/llm/CMakeLists.txt generates the list), the way
+// runtimes register their devices. A new architecture is one new file here, plus its test.
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "llm/blocks.h"
 #include "llm/hparam_reader.h"
@@ -10,50 +14,82 @@
 
 namespace tessera::llm {
 
-struct Architecture {
-  const char* name;
-  // Reads and checks the architecture's own keys, after the common ones (read_hparams) are in h.
-  void (*read_hparams)(const HparamReader& r, Hparams& h);
-  // Declares every weight the graph reads, with its exact shape from h.
-  void (*declare_weights)(WeightPlan& plan);
+class ArchitectureModel {
+ public:
+  virtual ~ArchitectureModel() = default;
+  // Declares every weight the graph reads, with its exact shape, into slots of this object.
+  virtual void declare_weights(WeightPlan& plan) = 0;
   // Builds one micro-batch's forward pass into b.graph; returns the logits [n_vocab, outputs].
-  Tensor* (*build)(GraphBuild& b);
+  virtual Tensor* build(GraphBuild& b) const = 0;
   // Re-ropes the cached K by each cell's shift (KvCache::seq_shift); shifts: I32 [n_cells].
-  void (*build_k_shift)(GraphBuild& b, Tensor* shifts);
+  virtual void build_k_shift(GraphBuild& b, Tensor* shifts) const = 0;
+  // The architecture's own hyperparameters (those beyond Hparams), by name.
+  virtual void describe(HparamList& out) const = 0;
 };
 
-// The architecture called `name`; an Error naming it (and the supported ones) when unknown.
-const Architecture& architecture(const std::string& name);
-// "llama, ..." for messages.
-std::string architecture_names();
+// Reads the architecture's own keys (the common ones are in h already; it may complete h: the
+// encoder flag, n_ff) and checks them, an Error naming the key; returns the model's architecture
+// object, whose weights declare_weights then declares.
+using ArchitectureFactory = std::unique_ptr<ArchitectureModel> (*)(const HparamReader& r, Hparams& h);
 
-// One entry per architecture (defined in arch/<name>.cpp).
-extern const Architecture kLlamaArchitecture;
-extern const Architecture kQwen2Architecture;
-extern const Architecture kQwen3Architecture;
-extern const Architecture kQwen3MoeArchitecture;
-extern const Architecture kGptOssArchitecture;
-extern const Architecture kPhi3Architecture;
-extern const Architecture kGemma2Architecture;
-extern const Architecture kGemma3Architecture;
-extern const Architecture kBertArchitecture;
-extern const Architecture kNomicBertArchitecture;
-extern const Architecture kGraniteArchitecture;
-extern const Architecture kGraniteMoeArchitecture;
-extern const Architecture kOlmoeArchitecture;
-extern const Architecture kSmolLm3Architecture;
+class ArchitectureRegistry {
+ public:
+  // Every architecture of src/llm/arch/ (built once, on first use).
+  static const ArchitectureRegistry& instance();
 
-// What the encoders (bert, nomic-bert) share (arch/bert.cpp): their hyperparameters (LayerNorm
-// epsilon, token types, fused or separate Q/K/V), their weights (gated_ffn: nomic-bert's
-// ffn_gate; bert's position embeddings are its own), and a K shift that is an Error.
-void read_encoder_hparams(const HparamReader& r, Hparams& h);
-void declare_encoder_weights(WeightPlan& p, bool gated_ffn);
-void no_k_shift(GraphBuild& b, Tensor* shifts);
+  void add(const char* name, ArchitectureFactory factory) { entries_.push_back({name, factory}); }
+  // An architecture class M constructed from (const HparamReader&, Hparams&).
+  template <typename M>
+  void add(const char* name) {
+    add(name, [](const HparamReader& r, Hparams& h) -> std::unique_ptr<ArchitectureModel> {
+      return std::make_unique<M>(r, h);
+    });
+  }
 
-// Checks of the architectures whose llama.cpp graphs assume them (arch/olmoe.cpp): rope over whole
-// heads and value heads as wide as key heads; and no routing key asking for other than a softmax
-// over the router's logits, its picked weights renormalised or not as `renormalized` says, unscaled.
+  // The factory of `name`; an Error naming it (and the supported ones) when unknown.
+  ArchitectureFactory find(const std::string& name) const;
+  // "bert, gemma2, ..." for messages.
+  std::string names() const;
+
+ private:
+  struct Entry {
+    std::string name;
+    ArchitectureFactory factory;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Fills `r` with every architecture of src/llm/arch/ (generated by the build).
+void register_architectures(ArchitectureRegistry& r);
+
+// The base of the decoders whose layers are DecoderLayers: the rope and the RMS norms' epsilon they
+// read from the file, and their layers.
+class DecoderModel : public ArchitectureModel {
+ public:
+  DecoderModel(const HparamReader& r, const Hparams& h)
+      : rope_(read_rope_hparams(r, h)), rms_eps_(read_rms_eps(r)), layers_(static_cast<size_t>(h.n_layer)) {}
+  void describe(HparamList& out) const override;
+
+ protected:
+  // Attention with `mode` rope on every layer, KQ scaled by 1/sqrt(head_dim).
+  AttentionParams roped(const Hparams& h, RopeMode mode) const;
+  // A decoder's parameters: layer il attends as attention(il).
+  DecoderParams decoder(std::function<AttentionParams(int64_t)> attention) const;
+  // The K shift of a decoder whose layers all rope with `mode` and `freq_factors`.
+  void shift_k(GraphBuild& b, Tensor* shifts, RopeMode mode, Tensor* freq_factors) const;
+
+  RopeHparams rope_;
+  float rms_eps_;
+  std::vector<DecoderLayer> layers_;
+};
+
+// Checks some architectures' llama.cpp graphs assume: rope over whole heads and value heads as wide
+// as key heads.
 void require_full_rope(const HparamReader& r, const Hparams& h);
+// Refuses any routing key that asks for other than a softmax over the router's logits, its picked
+// weights renormalised or not as `renormalized` says, unscaled.
 void refuse_other_moe_routing(const HparamReader& r, bool renormalized);
+// Requires <arch>.expert_count (a mixture-of-experts architecture).
+void require_experts(const HparamReader& r, const Hparams& h);
 
 }  // namespace tessera::llm

@@ -5,77 +5,75 @@
 // as the FFN's input norm; a mixture of experts in every layer with the router's bias, the
 // largest expert_used_count logits picked and a softmax over just those, the experts' biases and
 // the clamped SwiGLU (alpha 1.702, limit 7).
-#include <cmath>
-
 #include "architecture.h"
-#include "core/check.h"
 
 namespace tessera::llm {
 namespace {
 
-void read_hparams(const HparamReader& r, Hparams& h) {
-  if (h.n_expert == 0)
-    raise(ErrorCode::CorruptFile, "hyperparameters: {} is required (and must be positive)",
-          r.full("expert_count"));
-  h.n_ff_exp = r.required_int("expert_feed_forward_length", 1, int64_t{1} << 20);
-  h.n_swa = r.required_int("attention.sliding_window", 1, int64_t{1} << 30);
-  h.swa_pattern = r.int_or("attention.sliding_window_pattern", 2, 1, int64_t{1} << 20);
-  h.rope_freq_base_swa = r.float_or("rope.freq_base_swa", h.rope_freq_base, 1e-3f, 1e30f);
-  h.rope_freq_scale_swa = h.rope_freq_scale;
-}
-
-void declare_weights(WeightPlan& p) {
-  const Hparams& h = p.hparams();
-  p.add_embeddings_and_output();
-  for (int64_t il = 0; il < h.n_layer; ++il) {
-    p.add_attention(il);
-    Layer& l = p.layer(il);
-    p.add_layer_bias(il, l.bq, "attn_q", h.n_embd_q());
-    p.add_layer_bias(il, l.bk, "attn_k", h.n_embd_kv());
-    p.add_layer_bias(il, l.bv, "attn_v", h.n_embd_v_kv());
-    p.add_layer_bias(il, l.bo, "attn_output", h.n_embd);
-    p.add_layer(il, l.attn_sinks, "attn_sinks", h.n_head);
-    p.add_moe_ffn(il, h.n_ff_exp, "post_attention_norm", true);
+class GptOss final : public DecoderModel {
+ public:
+  GptOss(const HparamReader& r, const Hparams& h) : DecoderModel(r, h) {
+    require_experts(r, h);
+    n_ff_exp_ = r.required_int("expert_feed_forward_length", 1, int64_t{1} << 20);
+    n_swa_ = r.required_int("attention.sliding_window", 1, int64_t{1} << 30);
+    swa_pattern_ = r.int_or("attention.sliding_window_pattern", 2, 1, int64_t{1} << 20);
+    rope_swa_ = rope_;
+    rope_swa_.freq_base = r.float_or("rope.freq_base_swa", rope_.freq_base, 1e-3f, 1e30f);
   }
-}
 
-ops::RopeParams rope_of_layer(const Hparams& h, int64_t il) {
-  return rope_params(h, RopeMode::Neox, h.swa_layer(il));
-}
-
-Tensor* build(GraphBuild& b) {
-  const Model& m = b.model;
-  const Hparams& h = m.hparams();
-  auto named = GraphBuild::named;
-  MoeParams moe;
-  moe.softmax_of_selected = true;
-  moe.swiglu_oai = true;
-  Tensor* x =
-      b.stage_input([&] { return named(ops::get_rows(b.ctx, m.token_embd(), b.tokens), "embd", -1); });
-  for (int64_t il = b.layers.first; il < b.layers.end; ++il) {
-    const Layer& l = m.layers()[static_cast<size_t>(il)];
-    AttentionParams ap;
-    ap.rope = rope_of_layer(h, il);
-    ap.kq_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim()));
-    ap.window = h.window(il);
-    Tensor* cur = rms_norm(b, x, l.attn_norm, h.rms_eps, "attn_in", il);
-    cur = attention(b, l, il, cur, ap);
-    x = named(ops::add(b.ctx, cur, x), "attn_residual", il);
-    cur = rms_norm(b, x, l.ffn_norm, h.rms_eps, "ffn_in", il);
-    cur = moe_ffn(b, l, il, cur, moe);
-    x = named(ops::add(b.ctx, cur, x), "l_out", il);
+  void declare_weights(WeightPlan& p) override {
+    const Hparams& h = p.hparams();
+    p.add_embeddings_and_output();
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      DecoderLayer& l = layers_[static_cast<size_t>(il)];
+      p.add_attention(il, l);
+      p.add_attention_biases(il, l.attn, /*optional=*/false);
+      p.add_layer_bias(il, l.attn.bo, "attn_output", h.n_embd);
+      p.add_layer(il, l.attn.sinks, "attn_sinks", h.n_head);
+      p.add_moe_ffn(il, l, n_ff_exp_, "post_attention_norm", /*biases=*/true);
+    }
   }
-  if (!b.ends_model()) return x;
-  x = b.select_outputs(x);
-  x = rms_norm(b, x, m.output_norm(), h.rms_eps, "result_norm", -1);
-  if (b.embeddings) return x;
-  return named(ops::mul_mat(b.ctx, m.output(), x), "logits", -1);
-}
 
-void build_k_shift(GraphBuild& b, Tensor* shifts) { rope_shift_k(b, shifts, rope_of_layer, nullptr); }
+  Tensor* build(GraphBuild& b) const override {
+    const Hparams& h = b.model.hparams();
+    const AttentionParams every = roped(h, RopeMode::Neox);
+    DecoderParams p = decoder([&](int64_t il) {
+      AttentionParams ap = every;
+      ap.rope = rope_of_layer(h, il);
+      ap.window = windowed(il) ? static_cast<int32_t>(n_swa_) : 0;
+      return ap;
+    });
+    p.moe.softmax_of_selected = true;
+    p.moe.swiglu_oai = true;
+    return pre_norm_decoder(b, layers_, p);
+  }
+
+  void build_k_shift(GraphBuild& b, Tensor* shifts) const override {
+    const Hparams& h = b.model.hparams();
+    rope_shift_k(
+        b, shifts, [&](int64_t il) { return std::optional(rope_of_layer(h, il)); }, nullptr);
+  }
+
+  void describe(HparamList& out) const override {
+    DecoderModel::describe(out);
+    describe_rope(rope_swa_, "rope_swa_", out);
+    llm::describe(out, "n_ff_exp", n_ff_exp_);
+    llm::describe(out, "n_swa", n_swa_);
+    llm::describe(out, "swa_pattern", swa_pattern_);
+  }
+
+ private:
+  bool windowed(int64_t il) const { return il % swa_pattern_ < swa_pattern_ - 1; }
+  ops::RopeParams rope_of_layer(const Hparams& h, int64_t il) const {
+    return rope_params(h, windowed(il) ? rope_swa_ : rope_, RopeMode::Neox);
+  }
+
+  RopeHparams rope_swa_;  // the windowed layers' rope (rope.freq_base_swa)
+  int64_t n_ff_exp_ = 0, n_swa_ = 0, swa_pattern_ = 2;
+};
 
 }  // namespace
 
-const Architecture kGptOssArchitecture{"gpt-oss", read_hparams, declare_weights, build, build_k_shift};
+void register_gpt_oss(ArchitectureRegistry& r) { r.add<GptOss>("gpt-oss"); }
 
 }  // namespace tessera::llm

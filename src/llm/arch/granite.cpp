@@ -7,66 +7,89 @@
 // FFN. With expert_count (granitemoe) every layer's FFN is a mixture of experts of
 // feed_forward_length, routed by softmax with the picked weights renormalised, plus a shared
 // expert of expert_shared_feed_forward_length when the file has one.
-#include <cmath>
-
 #include "architecture.h"
 #include "core/check.h"
 
 namespace tessera::llm {
 namespace {
 
-void read_hparams(const HparamReader& r, Hparams& h) {
-  require_full_rope(r, h);
-  h.logit_scale = r.required_float("logit_scale", 1e-6f, 1e6f);
-  h.residual_scale = r.float_or("residual_scale", 0.0f, 0.0f, 1e6f);
-  h.embedding_scale = r.float_or("embedding_scale", 0.0f, 0.0f, 1e6f);
-  h.attention_scale = r.float_or("attention.scale", 0.0f, 0.0f, 1e6f);
-  h.use_rope = r.bool_or("rope.scaling.finetuned", true);  // Granite's switch for rope, as llama.cpp reads it
-  if (r.has("deepstack_mapping"))
-    raise(ErrorCode::Unsupported, "hyperparameter {} (Granite Vision's deepstack inputs) is not supported",
-          r.full("deepstack_mapping"));
-  h.n_ff_shexp = r.int_or("expert_shared_feed_forward_length", 0, 0, int64_t{1} << 20);
-  if (h.n_expert == 0 && h.n_ff_shexp > 0)
-    raise(ErrorCode::CorruptFile, "hyperparameters: {} = {} without {}",
-          r.full("expert_shared_feed_forward_length"), h.n_ff_shexp, r.full("expert_count"));
-  if (h.n_expert > 0) refuse_other_moe_routing(r, /*renormalized=*/true);
-}
+class Granite final : public DecoderModel {
+ public:
+  Granite(const HparamReader& r, const Hparams& h) : DecoderModel(r, h) {
+    require_full_rope(r, h);
+    logit_scale_ = r.required_float("logit_scale", 1e-6f, 1e6f);
+    residual_scale_ = r.float_or("residual_scale", 0.0f, 0.0f, 1e6f);
+    embedding_scale_ = r.float_or("embedding_scale", 0.0f, 0.0f, 1e6f);
+    attention_scale_ = r.float_or("attention.scale", 0.0f, 0.0f, 1e6f);
+    use_rope_ =
+        r.bool_or("rope.scaling.finetuned", true);  // Granite's switch for rope, as llama.cpp reads it
+    if (r.has("deepstack_mapping"))
+      raise(ErrorCode::Unsupported, "hyperparameter {} (Granite Vision's deepstack inputs) is not supported",
+            r.full("deepstack_mapping"));
+    n_ff_shexp_ = r.int_or("expert_shared_feed_forward_length", 0, 0, int64_t{1} << 20);
+    if (h.n_expert == 0 && n_ff_shexp_ > 0)
+      raise(ErrorCode::CorruptFile, "hyperparameters: {} = {} without {}",
+            r.full("expert_shared_feed_forward_length"), n_ff_shexp_, r.full("expert_count"));
+    if (h.n_expert > 0) refuse_other_moe_routing(r, /*renormalized=*/true);
+  }
 
-void declare_weights(WeightPlan& p) {
-  const Hparams& h = p.hparams();
-  p.require_every_tensor_read();
-  p.add_embeddings_and_output();
-  p.add(p.weights().rope_freqs, "rope_freqs.weight", h.n_rot / 2, 1, kPlaceEveryLayer, /*optional=*/true);
-  for (int64_t il = 0; il < h.n_layer; ++il) {
-    p.add_attention(il);
-    p.add_attention_biases(il);
-    p.add_layer_bias(il, p.layer(il).bo, "attn_output", h.n_embd, /*optional=*/true);
-    if (h.n_expert > 0) {
-      p.add_moe_ffn(il, h.n_ff);
-      if (h.n_ff_shexp > 0) p.add_shared_expert(il, h.n_ff_shexp);
-    } else {
-      p.add_gated_ffn(il, /*biases=*/true);
+  void declare_weights(WeightPlan& p) override {
+    const Hparams& h = p.hparams();
+    p.require_every_tensor_read();
+    p.add_embeddings_and_output();
+    p.add(rope_freqs_, "rope_freqs.weight", h.n_rot / 2, 1, kPlaceEveryLayer, /*optional=*/true);
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      DecoderLayer& l = layers_[static_cast<size_t>(il)];
+      p.add_attention(il, l);
+      p.add_attention_biases(il, l.attn, /*optional=*/true);
+      p.add_layer_bias(il, l.attn.bo, "attn_output", h.n_embd, /*optional=*/true);
+      if (h.n_expert > 0) {
+        p.add_moe_ffn(il, l, h.n_ff);
+        if (n_ff_shexp_ > 0) p.add_shared_expert(il, l.moe.shared, n_ff_shexp_);
+      } else {
+        p.add_gated_ffn(il, l, /*biases=*/true);
+      }
     }
   }
-}
 
-ops::RopeParams rope_of_layer(const Hparams& h, int64_t) { return rope_params(h, RopeMode::Normal); }
+  Tensor* build(GraphBuild& b) const override {
+    AttentionParams ap = roped(b.model.hparams(), RopeMode::Normal);
+    ap.freq_factors = rope_freqs_;
+    ap.use_rope = use_rope_;
+    if (attention_scale_ != 0.0f) ap.kq_scale = attention_scale_;
+    DecoderParams p = decoder(every_layer(ap));
+    p.embedding_scale = embedding_scale_;
+    p.residual_scale = residual_scale_;
+    p.logit_scale = logit_scale_;
+    return pre_norm_decoder(b, layers_, p);
+  }
 
-Tensor* build(GraphBuild& b) {
-  const Hparams& h = b.model.hparams();
-  AttentionParams ap = roped_attention(h, rope_of_layer(h, 0));
-  ap.freq_factors = b.model.rope_freqs();
-  if (h.attention_scale != 0.0f) ap.kq_scale = h.attention_scale;
-  return pre_norm_decoder(b, ap);
-}
+  void build_k_shift(GraphBuild& b, Tensor* shifts) const override {
+    if (use_rope_) shift_k(b, shifts, RopeMode::Normal, rope_freqs_);
+  }
 
-void build_k_shift(GraphBuild& b, Tensor* shifts) {
-  rope_shift_k(b, shifts, rope_of_layer, b.model.rope_freqs());
-}
+  void describe(HparamList& out) const override {
+    DecoderModel::describe(out);
+    llm::describe(out, "embedding_scale", embedding_scale_);
+    llm::describe(out, "residual_scale", residual_scale_);
+    llm::describe(out, "attention_scale", attention_scale_);
+    llm::describe(out, "logit_scale", logit_scale_);
+    llm::describe(out, "use_rope", use_rope_);
+    llm::describe(out, "n_ff_shexp", n_ff_shexp_);
+  }
+
+ private:
+  float logit_scale_ = 0.0f, residual_scale_ = 0.0f, embedding_scale_ = 0.0f, attention_scale_ = 0.0f;
+  bool use_rope_ = true;
+  int64_t n_ff_shexp_ = 0;        // the shared expert's width (granitemoe; 0: none)
+  Tensor* rope_freqs_ = nullptr;  // F32 [n_rot / 2] rope frequency factors, or none
+};
 
 }  // namespace
 
-const Architecture kGraniteArchitecture{"granite", read_hparams, declare_weights, build, build_k_shift};
-const Architecture kGraniteMoeArchitecture{"granitemoe", read_hparams, declare_weights, build, build_k_shift};
+void register_granite(ArchitectureRegistry& r) {
+  r.add<Granite>("granite");
+  r.add<Granite>("granitemoe");
+}
 
 }  // namespace tessera::llm

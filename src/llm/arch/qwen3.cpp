@@ -3,57 +3,62 @@
 // (Qwen3-MoE, e.g. Qwen3-30B-A3B): the same attention with a mixture-of-experts FFN in every layer
 // (moe_ffn: softmax over the router's logits, the top expert_used_count renormalised), each expert
 // expert_feed_forward_length wide (absent: feed_forward_length / expert_used_count, as llama.cpp).
-#include <cmath>
-
 #include "architecture.h"
 #include "core/check.h"
 
 namespace tessera::llm {
 namespace {
 
-void read_hparams(const HparamReader&, Hparams&) {}
+class Qwen3 : public DecoderModel {
+ public:
+  using DecoderModel::DecoderModel;
 
-void read_moe_hparams(const HparamReader& r, Hparams& h) {
-  if (h.n_expert == 0)
-    raise(ErrorCode::CorruptFile, "hyperparameters: {} is required (and must be positive)",
-          r.full("expert_count"));
-  h.n_ff_exp = r.int_or("expert_feed_forward_length", h.n_ff / h.n_expert_used, 1, int64_t{1} << 20);
-  if (h.n_ff_exp < 1)
-    raise(ErrorCode::CorruptFile, "hyperparameters: {} is 0", r.full("expert_feed_forward_length"));
-}
-
-// Every layer: attention with its Q/K norms, then a gated FFN or the experts.
-void declare(WeightPlan& p, bool experts) {
-  const Hparams& h = p.hparams();
-  p.add_embeddings_and_output();
-  for (int64_t il = 0; il < h.n_layer; ++il) {
-    p.add_attention(il);
-    Layer& l = p.layer(il);
-    p.add_layer(il, l.q_norm, "attn_q_norm", h.head_dim());
-    p.add_layer(il, l.k_norm, "attn_k_norm", h.head_dim());
-    if (experts)
-      p.add_moe_ffn(il, h.n_ff_exp);
-    else
-      p.add_gated_ffn(il);
+  void declare_weights(WeightPlan& p) override {
+    const Hparams& h = p.hparams();
+    p.add_embeddings_and_output();
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      DecoderLayer& l = layers_[static_cast<size_t>(il)];
+      p.add_attention(il, l);
+      p.add_qk_norms(il, l.attn, h.head_dim(), h.head_dim());
+      if (n_ff_exp_ > 0)
+        p.add_moe_ffn(il, l, n_ff_exp_);
+      else
+        p.add_gated_ffn(il, l);
+    }
   }
-}
-void declare_weights(WeightPlan& p) { declare(p, false); }
-void declare_moe_weights(WeightPlan& p) { declare(p, true); }
 
-ops::RopeParams rope_of_layer(const Hparams& h, int64_t) { return rope_params(h, RopeMode::Neox); }
+  Tensor* build(GraphBuild& b) const override {
+    return pre_norm_decoder(b, layers_, decoder(every_layer(roped(b.model.hparams(), RopeMode::Neox))));
+  }
 
-Tensor* build(GraphBuild& b) {
-  const Hparams& h = b.model.hparams();
-  AttentionParams ap = roped_attention(h, rope_of_layer(h, 0));
-  return pre_norm_decoder(b, ap);
-}
+  void build_k_shift(GraphBuild& b, Tensor* shifts) const override {
+    shift_k(b, shifts, RopeMode::Neox, nullptr);
+  }
 
-void build_k_shift(GraphBuild& b, Tensor* shifts) { rope_shift_k(b, shifts, rope_of_layer, nullptr); }
+  void describe(HparamList& out) const override {
+    DecoderModel::describe(out);
+    if (n_ff_exp_ > 0) llm::describe(out, "n_ff_exp", n_ff_exp_);
+  }
+
+ protected:
+  int64_t n_ff_exp_ = 0;  // each expert's width (qwen3moe); 0: a dense FFN
+};
+
+class Qwen3Moe final : public Qwen3 {
+ public:
+  Qwen3Moe(const HparamReader& r, const Hparams& h) : Qwen3(r, h) {
+    require_experts(r, h);
+    n_ff_exp_ = r.int_or("expert_feed_forward_length", h.n_ff / h.n_expert_used, 1, int64_t{1} << 20);
+    if (n_ff_exp_ < 1)
+      raise(ErrorCode::CorruptFile, "hyperparameters: {} is 0", r.full("expert_feed_forward_length"));
+  }
+};
 
 }  // namespace
 
-const Architecture kQwen3Architecture{"qwen3", read_hparams, declare_weights, build, build_k_shift};
-const Architecture kQwen3MoeArchitecture{"qwen3moe", read_moe_hparams, declare_moe_weights, build,
-                                         build_k_shift};
+void register_qwen3(ArchitectureRegistry& r) {
+  r.add<Qwen3>("qwen3");
+  r.add<Qwen3Moe>("qwen3moe");
+}
 
 }  // namespace tessera::llm

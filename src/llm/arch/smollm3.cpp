@@ -1,45 +1,60 @@
 // The smollm3 architecture (Hugging Face SmolLM3): the llama decoder without rope on every 4th
 // layer (layers 3, 7, 11, ...: a fixed step, as llama.cpp has it; no key carries it), NORMAL rope on
 // the others, optional Q/K/V biases.
-#include <cmath>
-
 #include "architecture.h"
 #include "core/check.h"
 
 namespace tessera::llm {
 namespace {
 
-void read_hparams(const HparamReader& r, Hparams& h) {
-  require_full_rope(r, h);
-  h.no_rope_layer_step = 4;
-  if (r.has("attention.scale"))  // llama.cpp's smollm3 reads no attention scale
-    raise(ErrorCode::Unsupported, "hyperparameter {} is not supported for smollm3",
-          r.full("attention.scale"));
-}
-
-void declare_weights(WeightPlan& p) {
-  const Hparams& h = p.hparams();
-  p.require_every_tensor_read();
-  p.add_embeddings_and_output();
-  for (int64_t il = 0; il < h.n_layer; ++il) {
-    p.add_attention(il);
-    p.add_attention_biases(il);
-    p.add_gated_ffn(il);
+class SmolLm3 final : public DecoderModel {
+ public:
+  SmolLm3(const HparamReader& r, const Hparams& h) : DecoderModel(r, h) {
+    require_full_rope(r, h);
+    if (r.has("attention.scale"))  // llama.cpp's smollm3 reads no attention scale
+      raise(ErrorCode::Unsupported, "hyperparameter {} is not supported for smollm3",
+            r.full("attention.scale"));
   }
-}
 
-ops::RopeParams rope_of_layer(const Hparams& h, int64_t) { return rope_params(h, RopeMode::Normal); }
+  void declare_weights(WeightPlan& p) override {
+    const Hparams& h = p.hparams();
+    p.require_every_tensor_read();
+    p.add_embeddings_and_output();
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      DecoderLayer& l = layers_[static_cast<size_t>(il)];
+      p.add_attention(il, l);
+      p.add_attention_biases(il, l.attn, /*optional=*/true);
+      p.add_gated_ffn(il, l);
+    }
+  }
 
-Tensor* build(GraphBuild& b) {
-  const Hparams& h = b.model.hparams();
-  AttentionParams ap = roped_attention(h, rope_of_layer(h, 0));
-  return pre_norm_decoder(b, ap);
-}
+  Tensor* build(GraphBuild& b) const override {
+    const AttentionParams roped_layer = roped(b.model.hparams(), RopeMode::Normal);
+    return pre_norm_decoder(b, layers_, decoder([roped_layer](int64_t il) {
+                              AttentionParams ap = roped_layer;
+                              ap.use_rope = has_rope(il);
+                              return ap;
+                            }));
+  }
 
-void build_k_shift(GraphBuild& b, Tensor* shifts) { rope_shift_k(b, shifts, rope_of_layer, nullptr); }
+  void build_k_shift(GraphBuild& b, Tensor* shifts) const override {
+    const ops::RopeParams rp = rope_params(b.model.hparams(), rope_, RopeMode::Normal);
+    rope_shift_k(
+        b, shifts, [&](int64_t il) { return has_rope(il) ? std::optional(rp) : std::nullopt; }, nullptr);
+  }
+
+  void describe(HparamList& out) const override {
+    DecoderModel::describe(out);
+    llm::describe(out, "no_rope_layer_step", kNoRopeLayerStep);
+  }
+
+ private:
+  static constexpr int64_t kNoRopeLayerStep = 4;
+  static bool has_rope(int64_t il) { return (il + 1) % kNoRopeLayerStep != 0; }
+};
 
 }  // namespace
 
-const Architecture kSmolLm3Architecture{"smollm3", read_hparams, declare_weights, build, build_k_shift};
+void register_smollm3(ArchitectureRegistry& r) { r.add<SmolLm3>("smollm3"); }
 
 }  // namespace tessera::llm
