@@ -138,9 +138,11 @@ bool has_interleaved_layout(DType type) noexcept {
 }
 
 int64_t interleaved_rows(const Tensor& t) noexcept {
-  if (!has_interleaved_layout(t.type) || t.view_src != nullptr || t.ne[2] != 1 || t.ne[3] != 1 ||
-      !t.is_contiguous() || (is_half(t.type) && t.ne[0] % kHalfPiece != 0))
+  if (!has_interleaved_layout(t.type) || t.view_src != nullptr || t.ne[3] != 1 || !t.is_contiguous() ||
+      (is_half(t.type) && t.ne[0] % kHalfPiece != 0))
     return 0;
+  if (t.ne[2] != 1)  // experts: whole groups in every matrix, or none
+    return t.ne[1] % kInterleaveRows == 0 ? t.ne[1] * t.ne[2] : 0;
   return t.ne[1] / kInterleaveRows * kInterleaveRows;
 }
 

@@ -38,9 +38,16 @@ inline constexpr size_t half_offset_in_group(int64_t l, int64_t i) noexcept {
 // The types with an interleaved layout.
 bool has_interleaved_layout(DType type) noexcept;
 
-// Rows of t that the layout interleaves (whole groups of 8); 0 for tensors it leaves in ggml's
-// blocks: other types, views, tensors that are not 2-D and contiguous, fewer than 8 rows.
+// Rows of t that the layout interleaves (whole groups of 8, counted over all its matrices); 0 for
+// tensors it leaves in ggml's blocks: other types, views, tensors that are not contiguous, fewer
+// than 8 rows. A 3-D tensor (a mixture of experts' matrices, one per i2) is interleaved whole when
+// each matrix's rows are whole groups, so that every matrix starts a group at its ggml offset
+// (i2 * nb[2]) and reads as a 2-D interleaved matrix from there; otherwise not at all.
 int64_t interleaved_rows(const Tensor& t) noexcept;
+// The rows of each matrix of t that are interleaved (the first ones; the rest are in ggml's blocks).
+inline int64_t interleaved_rows_per_matrix(const Tensor& t) noexcept {
+  return t.ne[2] > 1 ? (interleaved_rows(t) > 0 ? t.ne[1] : 0) : interleaved_rows(t);
+}
 
 // The interleaved layout: encodes exactly the tensors interleaved_rows() says.
 const WeightLayout& interleaved_layout();

@@ -4,6 +4,7 @@
 // split and thread count.
 #include "cpu/interleave.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,13 +35,14 @@ std::vector<char> random_bytes(size_t n, uint32_t seed) {
   return out;
 }
 
-// A weight tensor [k, m] in an interleaved buffer of its own.
+// A weight tensor [k, m] (or n_as such matrices: a mixture of experts') in an interleaved buffer of
+// its own.
 struct Interleaved {
   Context ctx{false};
   std::unique_ptr<Buffer> buffer;
   Tensor* w = nullptr;
-  Interleaved(DType type, int64_t k, int64_t m) {
-    w = ctx.new_tensor(type, k, m);
+  Interleaved(DType type, int64_t k, int64_t m, int64_t n_as = 1) {
+    w = ctx.new_tensor(type, k, m, n_as);
     buffer = cpu::interleaved_buffer_type().allocate(w->nbytes());
     buffer->place(*w, 0);
   }
@@ -127,8 +129,11 @@ TEST(CpuInterleave, OtherTypesAndShapesStayInGgmlBlocks) {
   EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::F32, 32, 16)), 0);
   EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::F16, 12, 16)), 0);  // rows not whole pieces
   EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::BF16, 16, 17)), 16);
-  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q4_0, 32, 7)), 0);     // no whole group
-  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q8_0, 32, 8, 2)), 0);  // not 2-D
+  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q4_0, 32, 7)), 0);  // no whole group
+  // Experts: each matrix whole groups (all 3 x 16 rows), or none interleaved.
+  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q8_0, 32, 16, 3)), 48);
+  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q8_0, 32, 12, 2)), 0);
+  EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q8_0, 32, 8, 2, 2)), 0);  // 4-D
   EXPECT_EQ(cpu::interleaved_rows(*ctx.new_tensor(DType::Q8_0, 32, 23)), 16);
 }
 
@@ -241,6 +246,60 @@ TEST(CpuInterleave, HalfMulMatHasTheBitsOfGgmlRows) {
                   << threads << " threads";
           }
         }
+}
+
+// MUL_MAT_ID on experts in the interleaved layout: the reference kernels read the same weights (the
+// same bits as from ggml's blocks), the fast ones agree with them within the dot products'
+// tolerance, and a token alone (the matrix-vector kernels) or within a batch (tokens grouped by
+// expert) gets the same bits.
+TEST(CpuInterleave, MulMatIdReadsEachExpertFromItsGroups) {
+  struct Shape {
+    int64_t k, m, n_as, n_used, n_tokens;
+  };
+  for (const Shape sh : {Shape{64, 24, 5, 2, 7}, Shape{256, 256, 4, 2, 10}, Shape{256, 256, 4, 2, 1}})
+    for (DType type : {DType::Q4_0, DType::Q8_0, DType::F16, DType::BF16}) {
+      const int64_t k = sh.k, m = sh.m, n_as = sh.n_as, n_used = sh.n_used, n_tokens = sh.n_tokens;
+      SCOPED_TRACE(fmt::format("{} k {} m {} tokens {}", name(type), k, m, n_tokens));
+      Context ctx(true);
+      Tensor* native = ctx.new_tensor(type, k, m, n_as);
+      test::fill_random(native, 8, -2.0f, 2.0f);
+      Interleaved il(type, k, m, n_as);
+      ASSERT_EQ(cpu::interleaved_rows(*il.w), m * n_as);
+      tensor_set(*il.w, native->data, 0, native->nbytes());
+      std::vector<char> back(native->nbytes());
+      tensor_get(*il.w, back.data(), 0, back.size());
+      EXPECT_EQ(0, std::memcmp(back.data(), native->data, back.size()));
+      Tensor* b = ctx.new_tensor(DType::F32, k, 1, n_tokens);
+      test::fill_random(b, 9);
+      Tensor* ids = ctx.new_tensor(DType::I32, n_used, n_tokens);
+      auto* id = static_cast<int32_t*>(ids->data);
+      for (int64_t i = 0; i < n_used * n_tokens; ++i) id[i] = static_cast<int32_t>((i * 3 + i / 5) % n_as);
+      const std::vector<float> want = computed(ops::mul_mat_id(ctx, native, b, ids), 2, KernelSet::Reference);
+      Tensor* got_out = ops::mul_mat_id(ctx, il.w, b, ids);
+      EXPECT_EQ(want, computed(got_out, 2, KernelSet::Reference));
+      const std::vector<float> got = computed(got_out, 2, KernelSet::Fast);
+      std::vector<float> arow(static_cast<size_t>(k)), bcol(static_cast<size_t>(k));
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t e = 0; e < n_used; ++e)
+          for (int64_t r = 0; r < m; ++r) {
+            to_f32_row(type, native->at(0, r, id[t * n_used + e]), arow.data(), k);
+            std::memcpy(bcol.data(), b->at(0, 0, t), static_cast<size_t>(k) * sizeof(float));
+            const size_t i = static_cast<size_t>((t * n_used + e) * m + r);
+            ASSERT_NEAR(got[i], want[i], 2e-5 * abs_dot(arow, bcol) + 1e-30)
+                << "token " << t << " slot " << e << " row " << r;
+          }
+      for (int64_t t : {int64_t{0}, n_tokens - 1}) {  // a token alone
+        Tensor* one = ctx.new_tensor(DType::F32, k, 1, 1);
+        std::memcpy(one->data, b->at(0, 0, t), static_cast<size_t>(k) * sizeof(float));
+        Tensor* one_ids = ctx.new_tensor(DType::I32, n_used, 1);
+        std::memcpy(one_ids->data, id + t * n_used, static_cast<size_t>(n_used) * sizeof(int32_t));
+        const std::vector<float> alone =
+            computed(ops::mul_mat_id(ctx, il.w, one, one_ids), 2, KernelSet::Fast);
+        EXPECT_EQ(0, std::memcmp(alone.data(), got.data() + t * n_used * m,
+                                 static_cast<size_t>(n_used * m) * sizeof(float)))
+            << "token " << t << " alone";
+      }
+    }
 }
 
 TEST(CpuInterleave, OtherOpsRefuseInterleavedWeights) {

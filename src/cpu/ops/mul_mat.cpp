@@ -105,9 +105,10 @@ void reference_b_row(DType type, float* row, int64_t k, double* sum_fix) {
 // Weight row m of matrix (i2, i3) as f32 (native: a row's bytes, for weights in the interleaved layout).
 void reference_a_row(const Tensor& a, int64_t m, int64_t i2, int64_t i3, float* out,
                      std::vector<char>& native) {
-  if (is_interleaved(a)) {  // (2-D weights: i2 = i3 = 0)
+  if (is_interleaved(a)) {  // (a 3-D tensor's matrices start groups at their ggml offsets)
     native.resize(a.row_size());
-    from_interleaved(a, a.data, static_cast<size_t>(m) * a.nb[1], native.size(), native.data());
+    from_interleaved(a, a.data, static_cast<size_t>(m) * a.nb[1] + static_cast<size_t>(i2) * a.nb[2],
+                     native.size(), native.data());
     to_f32_row(a.type, native.data(), out, a.ne[0]);
   } else {
     load_row_f32(a, m, i2, i3, out);
@@ -391,7 +392,7 @@ class TileDriver {
     // group (in ggml's blocks) through the others.
     if (in_interleaved_layout(a) && !is_interleaved(a))
       raise(ErrorCode::Unsupported, "CPU: MUL_MAT of {}, a view of interleaved weights", a.describe());
-    group_rows_ = is_interleaved(a) ? interleaved_rows(a) : 0;
+    group_rows_ = is_interleaved(a) ? interleaved_rows_per_matrix(a) : 0;
     interleaved_ = group_rows_ > 0 ? kt.interleaved[k] : nullptr;
     if (group_rows_ > 0 && interleaved_[0] == nullptr)
       raise(ErrorCode::Unsupported, "CPU: no {} kernels for interleaved {} weights", kt.isa, name(a.type));
