@@ -40,6 +40,7 @@ enum Ftype : uint32_t {
   kQ6_K = 18,
   kIQ2_XXS = 19,
   kIQ2_XS = 20,
+  kQ2_K_S = 21,
   kIQ3_XS = 22,
   kIQ3_XXS = 23,
   kIQ1_S = 24,
@@ -244,6 +245,8 @@ class TypeChooser {
     } else if (contains(name, "attn_v.weight")) {
       if (ft == kQ2_K) {
         type = m_.n_gqa() >= 4 ? DType::Q4_K : DType::Q3_K;
+      } else if (ft == kQ2_K_S && m_.n_gqa() >= 4) {
+        type = DType::Q4_K;
       } else if (ft == kQ3_K_M) {
         type = i_attention_wv_ < 2 ? DType::Q5_K : DType::Q4_K;
       } else if (ft == kQ3_K_L) {
@@ -275,6 +278,8 @@ class TypeChooser {
       const int i_layer = layer_of(name, i_ffn_down_), n_layer = m_.n_layer;
       if (ft == kQ2_K) {
         type = DType::Q3_K;
+      } else if (ft == kQ2_K_S) {
+        if (i_layer < n_layer / 8) type = DType::Q4_K;
       } else if (ft == kIQ3_XXS && !has_imatrix_) {
         type = i_layer < n_layer / 8 ? DType::Q4_K : DType::Q3_K;
       } else if (ft == kIQ3_M &&
@@ -390,11 +395,13 @@ class TypeChooser {
 };
 
 // llama-quantize's tensor_requires_imatrix: the types it will not write without an importance
-// matrix, except for token_embd and output.
-bool requires_imatrix(const std::string& name, DType type) {
+// matrix, except for token_embd and output (Q2_K only in a Q2_K_S file).
+bool requires_imatrix(const std::string& name, DType type, uint32_t ftype) {
   if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight")
     return false;
   switch (type) {
+    case DType::Q2_K:
+      return ftype == kQ2_K_S;
     case DType::IQ3_XXS:
     case DType::IQ2_XXS:
     case DType::IQ2_XS:
@@ -602,6 +609,7 @@ const std::vector<FileType>& file_types() {
       {"Q5_1", kQ5_1, DType::Q5_1},
       {"Q8_0", kQ8_0, DType::Q8_0},
       {"Q2_K", kQ2_K, DType::Q2_K},
+      {"Q2_K_S", kQ2_K_S, DType::Q2_K},
       {"Q3_K_S", kQ3_K_S, DType::Q3_K},
       {"Q3_K_M", kQ3_K_M, DType::Q3_K},
       {"Q3_K", kQ3_K_M, DType::Q3_K},
@@ -679,7 +687,7 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
         to = *options.output_type;
         check_fits(p, to, "--output-type");
       }
-      if (!has_imatrix && p.from_type_id != traits(to).gguf_id && requires_imatrix(t->name, to))
+      if (!has_imatrix && p.from_type_id != traits(to).gguf_id && requires_imatrix(t->name, to, ft.ftype))
         raise(ErrorCode::InvalidArgument,
               "{}: tensor {} would be {}, which llama-quantize writes only with an importance matrix: "
               "give one (--imatrix FILE, e.g. from llama-imatrix)",
@@ -740,7 +748,8 @@ void quantize_model(const std::string& in, const std::string& out, const Quantiz
                 options.imatrix, it->second.size(), p.name, p.ne[0], p.ne[2]);
       }
     }
-    if (importance[i] == nullptr && (requires_imatrix(p.name, to) || grid_iquant_needs_importance(to)))
+    if (importance[i] == nullptr &&
+        (requires_imatrix(p.name, to, ft.ftype) || grid_iquant_needs_importance(to)))
       raise(ErrorCode::InvalidArgument, "tensor {} would be {}, which needs an importance matrix{}", p.name,
             tessera::name(to),
             imatrix ? fmt::format(", and {} has none for it", options.imatrix)

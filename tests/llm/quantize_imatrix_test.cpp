@@ -112,6 +112,9 @@ TEST(QuantizeImatrix, IQuantFileTypes) {
   EXPECT_EQ(llm::tensor_type("IQ1_M"), DType::IQ1_M);
 }
 
+// Q2_K_S was also compared by hand on a model that reaches its two rules (make_model.py --dim 256
+// --layers 8 --heads 8 --kv-heads 2 --ff 512: attn_v in Q4_K, the first layer's ffn_down in Q4_K):
+// the same bytes as peer-bench quantize ... 21 unit-imatrix (2026-12-07).
 TEST(QuantizeImatrix, SameBytesAsLlamaQuantizeWithAUnitImportanceMatrix) {
   const std::string in = kOracle + "tiny-llama-f32.gguf";
   const auto imatrix = temp_path("unit.imatrix.gguf");
@@ -121,17 +124,21 @@ TEST(QuantizeImatrix, SameBytesAsLlamaQuantizeWithAUnitImportanceMatrix) {
     const char* file;
     const char* type;
     bool pure, unit;
-  } cases[] = {{"iq2_xxs", "IQ2_XXS", true, true}, {"iq2_xs", "IQ2_XS", true, true},
-               {"iq2_s", "IQ2_M", true, true},     {"iq3_xxs", "IQ3_XXS", true, true},
-               {"iq1_s", "IQ1_S", true, true},     {"iq1_m", "IQ1_M", true, true},
-               {"iq3_s", "IQ3_S", true, false},    {"iq4_xs", "IQ4_XS", true, false},
-               {"iq2_m", "IQ2_M", false, true},    {"iq3_m", "IQ3_M", false, false}};
+  } cases[] = {
+      {"iq2_xxs", "IQ2_XXS", true, true}, {"iq2_xs", "IQ2_XS", true, true},  {"iq2_s", "IQ2_M", true, true},
+      {"iq3_xxs", "IQ3_XXS", true, true}, {"iq1_s", "IQ1_S", true, true},    {"iq1_m", "IQ1_M", true, true},
+      {"iq3_s", "IQ3_S", true, false},    {"iq4_xs", "IQ4_XS", true, false}, {"iq2_m", "IQ2_M", false, true},
+      {"iq3_m", "IQ3_M", false, false},   {"q2_k_s", "Q2_K_S", false, true}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.file);
     const auto out = temp_path(std::string("ours-") + c.file + ".gguf");
     llm::quantize_model(in, out.string(), options(c.type, c.pure, c.unit ? imatrix.string() : ""));
     const auto ours = read_all(out);
-    const auto theirs = read_all(kOracle + "tiny-llama-" + c.file + ".gguf");
+    // The shared oracles, and the mixes they lack from tests/fixtures/quant_mixes (README there).
+    const std::string fixture =
+        std::string(TESSERA_FIXTURES_DIR) + "/quant_mixes/tiny-llama-" + c.file + ".gguf";
+    const auto theirs =
+        read_all(std::filesystem::exists(fixture) ? fixture : kOracle + "tiny-llama-" + c.file + ".gguf");
     EXPECT_EQ(ours.size(), theirs.size());
     EXPECT_TRUE(ours == theirs)
         << "first difference at byte "
@@ -305,6 +312,16 @@ TEST(QuantizeImatrix, CommandLine) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("only with an importance matrix"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(out));
+  // Q2_K needs one only in a Q2_K_S file (llama-quantize's rule); Q2_K takes it without.
+  r = testing_support::run_cli("quantize " + in + " " + out.string() + " Q2_K_S -t 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("would be q2_K, which llama-quantize writes only with an importance matrix"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  r = testing_support::run_cli("quantize " + in + " " + out.string() + " Q2_K -t 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::filesystem::remove(out);
   r = testing_support::run_cli("quantize " + in + " " + out.string() + " iq2_xxs --pure -t 2 --imatrix " +
                                imatrix.string());
   ASSERT_EQ(r.code, 0) << r.out;
