@@ -75,6 +75,17 @@ class DecoderModel : public ArchitectureModel {
   AttentionParams roped(const Hparams& h, RopeMode mode) const;
   // A decoder's parameters: layer il attends as attention(il).
   DecoderParams decoder(std::function<AttentionParams(int64_t)> attention) const;
+  // Declares the token embeddings and the output layer, then per layer its attention (attn_norm,
+  // attn_q/k/v, attn_output) and what layer(il, l) adds to it.
+  template <typename AddToLayer>
+  void declare_decoder(WeightPlan& p, AddToLayer&& layer) {
+    p.add_embeddings_and_output();
+    for (int64_t il = 0; il < p.hparams().n_layer; ++il) {
+      DecoderLayer& l = layers_[static_cast<size_t>(il)];
+      p.add_attention(il, l);
+      layer(il, l);
+    }
+  }
   // The K shift of a decoder whose layers all rope with `mode` and `freq_factors`.
   void shift_k(GraphBuild& b, Tensor* shifts, RopeMode mode, Tensor* freq_factors) const;
 

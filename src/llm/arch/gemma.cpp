@@ -17,14 +17,11 @@ class Gemma : public DecoderModel {
  public:
   void declare_weights(WeightPlan& p) override {
     const Hparams& h = p.hparams();
-    p.add_embeddings_and_output();
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      DecoderLayer& l = layers_[static_cast<size_t>(il)];
-      p.add_attention(il, l);
+    declare_decoder(p, [&](int64_t il, DecoderLayer& l) {
       if (qk_norms_) p.add_qk_norms(il, l.attn, h.head_dim(), h.head_dim());
       p.add_gated_ffn(il, l);
       p.add_post_norms(il, l);
-    }
+    });
   }
 
   Tensor* build(GraphBuild& b) const override {

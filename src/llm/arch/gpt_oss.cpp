@@ -23,15 +23,12 @@ class GptOss final : public DecoderModel {
 
   void declare_weights(WeightPlan& p) override {
     const Hparams& h = p.hparams();
-    p.add_embeddings_and_output();
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      DecoderLayer& l = layers_[static_cast<size_t>(il)];
-      p.add_attention(il, l);
+    declare_decoder(p, [&](int64_t il, DecoderLayer& l) {
       p.add_attention_biases(il, l.attn, /*optional=*/false);
       p.add_layer_bias(il, l.attn.bo, "attn_output", h.n_embd);
       p.add_layer(il, l.attn.sinks, "attn_sinks", h.n_head);
       p.add_moe_ffn(il, l, n_ff_exp_, "post_attention_norm", /*biases=*/true);
-    }
+    });
   }
 
   Tensor* build(GraphBuild& b) const override {

@@ -36,11 +36,8 @@ class Granite final : public DecoderModel {
   void declare_weights(WeightPlan& p) override {
     const Hparams& h = p.hparams();
     p.require_every_tensor_read();
-    p.add_embeddings_and_output();
     p.add(rope_freqs_, "rope_freqs.weight", h.n_rot / 2, 1, kPlaceEveryLayer, /*optional=*/true);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      DecoderLayer& l = layers_[static_cast<size_t>(il)];
-      p.add_attention(il, l);
+    declare_decoder(p, [&](int64_t il, DecoderLayer& l) {
       p.add_attention_biases(il, l.attn, /*optional=*/true);
       p.add_layer_bias(il, l.attn.bo, "attn_output", h.n_embd, /*optional=*/true);
       if (h.n_expert > 0) {
@@ -49,7 +46,7 @@ class Granite final : public DecoderModel {
       } else {
         p.add_gated_ffn(il, l, /*biases=*/true);
       }
-    }
+    });
   }
 
   Tensor* build(GraphBuild& b) const override {

@@ -13,16 +13,13 @@ class Llama final : public DecoderModel {
 
   void declare_weights(WeightPlan& p) override {
     const Hparams& h = p.hparams();
-    p.add_embeddings_and_output();
     p.add(rope_freqs_, "rope_freqs.weight", h.n_rot / 2, 1, kPlaceEveryLayer, /*optional=*/true);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      DecoderLayer& l = layers_[static_cast<size_t>(il)];
-      p.add_attention(il, l);
+    declare_decoder(p, [&](int64_t il, DecoderLayer& l) {
       if (h.n_expert > 0)
         p.add_moe_ffn(il, l, h.n_ff);
       else
         p.add_gated_ffn(il, l);
-    }
+    });
   }
 
   Tensor* build(GraphBuild& b) const override {

@@ -25,13 +25,10 @@ class Olmoe final : public DecoderModel {
   void declare_weights(WeightPlan& p) override {
     const Hparams& h = p.hparams();
     p.require_every_tensor_read();
-    p.add_embeddings_and_output();
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      DecoderLayer& l = layers_[static_cast<size_t>(il)];
-      p.add_attention(il, l);
+    declare_decoder(p, [&](int64_t il, DecoderLayer& l) {
       p.add_qk_norms(il, l.attn, h.n_embd_q(), h.n_embd_kv());
       p.add_moe_ffn(il, l, h.n_ff);
-    }
+    });
   }
 
   Tensor* build(GraphBuild& b) const override {

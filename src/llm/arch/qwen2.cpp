@@ -10,14 +10,10 @@ class Qwen2 final : public DecoderModel {
   using DecoderModel::DecoderModel;
 
   void declare_weights(WeightPlan& p) override {
-    const Hparams& h = p.hparams();
-    p.add_embeddings_and_output();
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      DecoderLayer& l = layers_[static_cast<size_t>(il)];
-      p.add_attention(il, l);
+    declare_decoder(p, [&](int64_t il, DecoderLayer& l) {
       p.add_attention_biases(il, l.attn, /*optional=*/false);
       p.add_gated_ffn(il, l);
-    }
+    });
   }
 
   Tensor* build(GraphBuild& b) const override {

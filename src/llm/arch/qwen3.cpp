@@ -15,16 +15,13 @@ class Qwen3 : public DecoderModel {
 
   void declare_weights(WeightPlan& p) override {
     const Hparams& h = p.hparams();
-    p.add_embeddings_and_output();
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      DecoderLayer& l = layers_[static_cast<size_t>(il)];
-      p.add_attention(il, l);
+    declare_decoder(p, [&](int64_t il, DecoderLayer& l) {
       p.add_qk_norms(il, l.attn, h.head_dim(), h.head_dim());
       if (n_ff_exp_ > 0)
         p.add_moe_ffn(il, l, n_ff_exp_);
       else
         p.add_gated_ffn(il, l);
-    }
+    });
   }
 
   Tensor* build(GraphBuild& b) const override {
