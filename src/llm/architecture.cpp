@@ -31,11 +31,24 @@ std::string ArchitectureRegistry::names() const {
 void DecoderModel::describe(HparamList& out) const {
   describe_rope(rope_, "rope_", out);
   llm::describe(out, "rms_eps", rms_eps_);
+  if (swa_.n == 0) return;
+  describe_rope(swa_.rope, "rope_swa_", out);
+  llm::describe(out, "n_swa", swa_.n);
+  llm::describe(out, "swa_pattern", swa_.pattern);
 }
 
 AttentionParams DecoderModel::roped(const Hparams& h, RopeMode mode) const {
   AttentionParams ap = roped_attention(h, rope_params(h, rope_, mode));
   ap.qk_norm_eps = rms_eps_;
+  return ap;
+}
+
+AttentionParams DecoderModel::layer_attention(const Hparams& h, int64_t il, RopeMode mode) const {
+  AttentionParams ap = roped(h, mode);
+  if (swa_.covers(il)) {
+    ap.rope = rope_params(h, swa_.rope, mode);
+    ap.window = static_cast<int32_t>(swa_.n);
+  }
   return ap;
 }
 
@@ -46,10 +59,16 @@ DecoderParams DecoderModel::decoder(std::function<AttentionParams(int64_t)> atte
   return p;
 }
 
-void DecoderModel::shift_k(GraphBuild& b, Tensor* shifts, RopeMode mode, Tensor* freq_factors) const {
-  const ops::RopeParams rp = rope_params(b.model.hparams(), rope_, mode);
+void DecoderModel::shift_k(GraphBuild& b, Tensor* shifts, RopeMode mode, Tensor* freq_factors,
+                           bool (*has_rope)(int64_t il)) const {
+  const Hparams& h = b.model.hparams();
   rope_shift_k(
-      b, shifts, [&](int64_t) { return std::optional(rp); }, freq_factors);
+      b, shifts,
+      [&](int64_t il) -> std::optional<ops::RopeParams> {
+        if (has_rope != nullptr && !has_rope(il)) return std::nullopt;
+        return layer_attention(h, il, mode).rope;
+      },
+      freq_factors);
 }
 
 void require_full_rope(const HparamReader& r, const Hparams& h) {

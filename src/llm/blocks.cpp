@@ -374,14 +374,19 @@ std::function<AttentionParams(int64_t)> every_layer(const AttentionParams& p) {
 
 namespace {
 
-// The logits of the wanted rows of the last hidden states x, or those rows normed when the session
-// computes embeddings; x itself when the graph does not end the model.
-Tensor* decoder_output(GraphBuild& b, Tensor* x, float rms_eps) {
+// The logits of the wanted rows of the last hidden states x (scaled and soft-capped as p says), or
+// those rows normed when the session computes embeddings; x itself when the graph does not end the
+// model.
+Tensor* decoder_output(GraphBuild& b, Tensor* x, const DecoderParams& p) {
   if (!b.ends_model()) return x;
   x = b.select_outputs(x);
-  x = rms_norm(b, x, b.model.output_norm(), rms_eps, "result_norm", -1);
+  x = rms_norm(b, x, b.model.output_norm(), p.rms_eps, "result_norm", -1);
   if (b.embeddings) return x;
-  return GraphBuild::named(ops::mul_mat(b.ctx, b.model.output(), x), "logits", -1);
+  Tensor* logits = GraphBuild::named(ops::mul_mat(b.ctx, b.model.output(), x), "logits", -1);
+  if (p.logit_scale != 0.0f)
+    logits = GraphBuild::named(ops::scale(b.ctx, logits, 1.0f / p.logit_scale), "logits_scaled", -1);
+  if (p.final_softcap != 0.0f) logits = soft_cap(b, logits, p.final_softcap, "logits_capped", -1);
+  return logits;
 }
 
 }  // namespace
@@ -410,14 +415,10 @@ Tensor* pre_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, co
                                   : gated_ffn(b, l.ffn, "ffn", il, cur, FfnActivation::Silu);
     x = residual(cur, "l_out", il);
   }
-  Tensor* logits = decoder_output(b, x, p.rms_eps);
-  if (p.logit_scale != 0.0f && b.ends_model() && !b.embeddings)
-    logits = named(ops::scale(ctx, logits, 1.0f / p.logit_scale), "logits_scaled", -1);
-  return logits;
+  return decoder_output(b, x, p);
 }
 
-Tensor* sandwich_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, const DecoderParams& p,
-                              float final_softcap) {
+Tensor* sandwich_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, const DecoderParams& p) {
   const Model& m = b.model;
   auto named = GraphBuild::named;
   Tensor* x = b.stage_input([&] {
@@ -435,10 +436,7 @@ Tensor* sandwich_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layer
     cur = rms_norm(b, cur, l.post_ffn_norm, p.rms_eps, "ffn_post_norm", il);
     x = named(ops::add(b.ctx, cur, x), "l_out", il);
   }
-  Tensor* logits = decoder_output(b, x, p.rms_eps);
-  if (final_softcap != 0.0f && b.ends_model() && !b.embeddings)
-    logits = soft_cap(b, logits, final_softcap, "logits_capped", -1);
-  return logits;
+  return decoder_output(b, x, p);
 }
 
 void rope_shift_k(GraphBuild& b, Tensor* shifts,

@@ -204,6 +204,7 @@ struct DecoderParams {
   float embedding_scale = 0.0f;
   float residual_scale = 0.0f;
   float logit_scale = 0.0f;
+  float final_softcap = 0.0f;  // logits become c * tanh(logits / c) (Gemma 2; 0: not)
 };
 // Layer il's attention is p(il) for every layer: the usual case.
 std::function<AttentionParams(int64_t)> every_layer(const AttentionParams& p);
@@ -218,9 +219,8 @@ Tensor* pre_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, co
 // The decoder Gemma 2 and 3 share: x = embeddings * sqrt(n_embd); per layer
 // x += RMS_NORM(attention(RMS_NORM(x) * attn_norm)) * post_attn_norm,
 // x += RMS_NORM(gated_ffn(RMS_NORM(x) * ffn_norm) with GELU) * post_ffn_norm;
-// logits = output(RMS_NORM(x) * output_norm), soft-capped by final_softcap when set (0: not).
-Tensor* sandwich_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, const DecoderParams& p,
-                              float final_softcap);
+// logits = output(RMS_NORM(x) * output_norm), soft-capped by p.final_softcap when set.
+Tensor* sandwich_norm_decoder(GraphBuild& b, std::span<const DecoderLayer> layers, const DecoderParams& p);
 
 // Re-ropes every layer's cached K by each cell's recorded shift (KvCache::seq_shift): `shifts` is
 // I32 [n_cells]; rope(il) gives layer il's rope, nullopt for a layer without rope (its K carries no

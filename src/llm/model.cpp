@@ -240,7 +240,7 @@ void Model::resolve_devices(const LoadOptions& options) {
 HparamList Model::hyperparameters() const {
   const Hparams& h = hparams_;
   HparamList out;
-  const auto add = [&](const char* name, auto value) { out.emplace_back(name, fmt::format("{}", value)); };
+  const auto add = [&](const char* name, const auto& value) { describe(out, name, value); };
   add("arch", h.arch);
   add("n_ctx_train", h.n_ctx_train);
   add("n_embd", h.n_embd);

@@ -448,14 +448,16 @@ TEST(Architectures, WhatGraniteOlmoeAndSmolLm3DoNotImplementIsRefusedByName) {
   }
 }
 
-TEST(Architectures, ShiftingSkipsTheLayersWithoutRope) {
+TEST(Architectures, ShiftingSkipsTheLayersWithoutRopeAndUsesEachLayersRope) {
   // Decoded at 0.. then moved by 5: the next token's logits are those of a decode at 5.. (the K
   // of smollm3's layer 3 and of every granite-norope layer carry no position, so nothing re-ropes
-  // them).
-  for (const char* file :
-       {"tiny-smollm3-f32.gguf", "tiny-granite-norope-f32.gguf", "tiny-granite-f32.gguf"}) {
+  // them; Gemma 3's windowed layers re-rope with their own base, Gemma 2's with the one rope).
+  for (const std::string& file :
+       {kFixtures + "tiny-smollm3-f32.gguf", kFixtures + "tiny-granite-norope-f32.gguf",
+        kFixtures + "tiny-granite-f32.gguf", kShared + "oracle/tiny-gemma2-f32.gguf",
+        kShared + "oracle/tiny-gemma3-f32.gguf"}) {
     SCOPED_TRACE(file);
-    auto m = Model::load(kFixtures + file);
+    auto m = Model::load(file);
     std::vector<Token> tokens;
     for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 11) % 300);
     SessionOptions so;

@@ -63,7 +63,7 @@ class ArchitectureRegistry {
 void register_architectures(ArchitectureRegistry& r);
 
 // The base of the decoders whose layers are DecoderLayers: the rope and the RMS norms' epsilon they
-// read from the file, and their layers.
+// read from the file, their sliding window where they have one, and their layers.
 class DecoderModel : public ArchitectureModel {
  public:
   DecoderModel(const HparamReader& r, const Hparams& h)
@@ -71,8 +71,18 @@ class DecoderModel : public ArchitectureModel {
   void describe(HparamList& out) const override;
 
  protected:
+  // Sliding-window attention (Gemma, gpt-oss): all but the last layer of each group of `pattern`
+  // attend to the last n positions only, with a rope of their own. n == 0: none.
+  struct SlidingWindow {
+    int64_t n = 0, pattern = 1;
+    RopeHparams rope;
+    bool covers(int64_t il) const { return n > 0 && il % pattern < pattern - 1; }
+  };
+
   // Attention with `mode` rope on every layer, KQ scaled by 1/sqrt(head_dim).
   AttentionParams roped(const Hparams& h, RopeMode mode) const;
+  // Layer il's: roped(), with the window and its rope where swa_ covers the layer.
+  AttentionParams layer_attention(const Hparams& h, int64_t il, RopeMode mode) const;
   // A decoder's parameters: layer il attends as attention(il).
   DecoderParams decoder(std::function<AttentionParams(int64_t)> attention) const;
   // Declares the token embeddings and the output layer, then per layer its attention (attn_norm,
@@ -86,11 +96,14 @@ class DecoderModel : public ArchitectureModel {
       layer(il, l);
     }
   }
-  // The K shift of a decoder whose layers all rope with `mode` and `freq_factors`.
-  void shift_k(GraphBuild& b, Tensor* shifts, RopeMode mode, Tensor* freq_factors) const;
+  // The K shift: each layer's rope as layer_attention() has it, with `freq_factors`; none on the
+  // layers `has_rope` (when given) says have no rope.
+  void shift_k(GraphBuild& b, Tensor* shifts, RopeMode mode, Tensor* freq_factors,
+               bool (*has_rope)(int64_t il) = nullptr) const;
 
   RopeHparams rope_;
   float rms_eps_;
+  SlidingWindow swa_;
   std::vector<DecoderLayer> layers_;
 };
 

@@ -26,34 +26,23 @@ class Gemma : public DecoderModel {
 
   Tensor* build(GraphBuild& b) const override {
     const Hparams& h = b.model.hparams();
-    return sandwich_norm_decoder(b, layers_, decoder([&](int64_t il) {
-                                   AttentionParams ap;
-                                   ap.rope = rope_params(h, windowed(il) ? rope_swa_ : rope_, RopeMode::Neox);
-                                   ap.q_scale = q_scale_;
-                                   ap.kq_scale = 1.0f;
-                                   ap.softcap = attn_softcap_;
-                                   ap.window = windowed(il) ? static_cast<int32_t>(n_swa_) : 0;
-                                   ap.qk_norm_eps = rms_eps_;
-                                   return ap;
-                                 }),
-                                 final_softcap_);
+    DecoderParams p = decoder([&](int64_t il) {
+      AttentionParams ap = layer_attention(h, il, RopeMode::Neox);
+      ap.q_scale = q_scale_;
+      ap.kq_scale = 1.0f;
+      ap.softcap = attn_softcap_;
+      return ap;
+    });
+    p.final_softcap = final_softcap_;
+    return sandwich_norm_decoder(b, layers_, p);
   }
 
   void build_k_shift(GraphBuild& b, Tensor* shifts) const override {
-    const Hparams& h = b.model.hparams();
-    rope_shift_k(
-        b, shifts,
-        [&](int64_t il) {
-          return std::optional(rope_params(h, windowed(il) ? rope_swa_ : rope_, RopeMode::Neox));
-        },
-        nullptr);
+    shift_k(b, shifts, RopeMode::Neox, nullptr);
   }
 
   void describe(HparamList& out) const override {
     DecoderModel::describe(out);
-    describe_rope(rope_swa_, "rope_swa_", out);
-    llm::describe(out, "n_swa", n_swa_);
-    llm::describe(out, "swa_pattern", swa_pattern_);
     llm::describe(out, "attn_softcap", attn_softcap_);
     llm::describe(out, "final_softcap", final_softcap_);
     llm::describe(out, "q_scale", q_scale_);
@@ -63,18 +52,12 @@ class Gemma : public DecoderModel {
   // Q is scaled by 1/sqrt(query_pre_attn_scalar): the head size, but n_embd / n_head for the 27B
   // models (46 layers in Gemma 2, 62 in Gemma 3); the GGUF has no key for it, so it is known by its
   // shape (as llama.cpp does).
-  Gemma(const HparamReader& r, const Hparams& h, int64_t layers_of_27b)
-      : DecoderModel(r, h), rope_swa_(rope_) {
+  Gemma(const HparamReader& r, const Hparams& h, int64_t layers_of_27b) : DecoderModel(r, h) {
     const int64_t scalar = h.n_layer == layers_of_27b ? h.n_embd / h.n_head : h.head_dim();
     q_scale_ = 1.0f / std::sqrt(static_cast<float>(scalar));
+    swa_.rope = rope_;  // Gemma 2: one rope for every layer (Gemma 3 sets the windowed layers' own)
   }
 
-  // Whether layer il attends through the sliding window: all but the last of each group.
-  bool windowed(int64_t il) const { return n_swa_ > 0 && il % swa_pattern_ < swa_pattern_ - 1; }
-
-  RopeHparams rope_swa_;  // the rope of the windowed layers
-  int64_t n_swa_ = 0;     // the window in positions (0: none)
-  int64_t swa_pattern_ = 1;
   float attn_softcap_ = 0.0f, final_softcap_ = 0.0f;  // c * tanh(x / c) (0: none)
   float q_scale_ = 1.0f;
   bool qk_norms_ = false;
@@ -83,8 +66,8 @@ class Gemma : public DecoderModel {
 class Gemma2 final : public Gemma {
  public:
   Gemma2(const HparamReader& r, const Hparams& h) : Gemma(r, h, 46) {
-    n_swa_ = r.int_or("attention.sliding_window", 4096, 1, int64_t{1} << 30);  // Gemma 2's own default
-    swa_pattern_ = 2;
+    swa_.n = r.int_or("attention.sliding_window", 4096, 1, int64_t{1} << 30);  // Gemma 2's own default
+    swa_.pattern = 2;
     attn_softcap_ = r.float_or("attn_logit_softcapping", 50.0f, 0.0f, 1e6f);
     final_softcap_ = r.float_or("final_logit_softcapping", 30.0f, 0.0f, 1e6f);
   }
@@ -93,10 +76,10 @@ class Gemma2 final : public Gemma {
 class Gemma3 final : public Gemma {
  public:
   Gemma3(const HparamReader& r, const Hparams& h) : Gemma(r, h, 62) {
-    n_swa_ = r.int_or("attention.sliding_window", 0, 0, int64_t{1} << 30);
-    swa_pattern_ = n_swa_ > 0 ? r.int_or("attention.sliding_window_pattern", 6, 1, h.n_layer + 1) : 1;
-    rope_swa_.freq_base = r.float_or("rope.freq_base_swa", 10000.0f, 1e-3f, 1e30f);
-    rope_swa_.freq_scale = 1.0f;
+    swa_.n = r.int_or("attention.sliding_window", 0, 0, int64_t{1} << 30);
+    swa_.pattern = swa_.n > 0 ? r.int_or("attention.sliding_window_pattern", 6, 1, h.n_layer + 1) : 1;
+    swa_.rope.freq_base = r.float_or("rope.freq_base_swa", 10000.0f, 1e-3f, 1e30f);
+    swa_.rope.freq_scale = 1.0f;
     qk_norms_ = true;
   }
 };

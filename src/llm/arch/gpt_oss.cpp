@@ -15,10 +15,10 @@ class GptOss final : public DecoderModel {
   GptOss(const HparamReader& r, const Hparams& h) : DecoderModel(r, h) {
     require_experts(r, h);
     n_ff_exp_ = r.required_int("expert_feed_forward_length", 1, int64_t{1} << 20);
-    n_swa_ = r.required_int("attention.sliding_window", 1, int64_t{1} << 30);
-    swa_pattern_ = r.int_or("attention.sliding_window_pattern", 2, 1, int64_t{1} << 20);
-    rope_swa_ = rope_;
-    rope_swa_.freq_base = r.float_or("rope.freq_base_swa", rope_.freq_base, 1e-3f, 1e30f);
+    swa_.n = r.required_int("attention.sliding_window", 1, int64_t{1} << 30);
+    swa_.pattern = r.int_or("attention.sliding_window_pattern", 2, 1, int64_t{1} << 20);
+    swa_.rope = rope_;
+    swa_.rope.freq_base = r.float_or("rope.freq_base_swa", rope_.freq_base, 1e-3f, 1e30f);
   }
 
   void declare_weights(WeightPlan& p) override {
@@ -33,40 +33,23 @@ class GptOss final : public DecoderModel {
 
   Tensor* build(GraphBuild& b) const override {
     const Hparams& h = b.model.hparams();
-    const AttentionParams every = roped(h, RopeMode::Neox);
-    DecoderParams p = decoder([&](int64_t il) {
-      AttentionParams ap = every;
-      ap.rope = rope_of_layer(h, il);
-      ap.window = windowed(il) ? static_cast<int32_t>(n_swa_) : 0;
-      return ap;
-    });
+    DecoderParams p = decoder([&](int64_t il) { return layer_attention(h, il, RopeMode::Neox); });
     p.moe.softmax_of_selected = true;
     p.moe.swiglu_oai = true;
     return pre_norm_decoder(b, layers_, p);
   }
 
   void build_k_shift(GraphBuild& b, Tensor* shifts) const override {
-    const Hparams& h = b.model.hparams();
-    rope_shift_k(
-        b, shifts, [&](int64_t il) { return std::optional(rope_of_layer(h, il)); }, nullptr);
+    shift_k(b, shifts, RopeMode::Neox, nullptr);
   }
 
   void describe(HparamList& out) const override {
     DecoderModel::describe(out);
-    describe_rope(rope_swa_, "rope_swa_", out);
     llm::describe(out, "n_ff_exp", n_ff_exp_);
-    llm::describe(out, "n_swa", n_swa_);
-    llm::describe(out, "swa_pattern", swa_pattern_);
   }
 
  private:
-  bool windowed(int64_t il) const { return il % swa_pattern_ < swa_pattern_ - 1; }
-  ops::RopeParams rope_of_layer(const Hparams& h, int64_t il) const {
-    return rope_params(h, windowed(il) ? rope_swa_ : rope_, RopeMode::Neox);
-  }
-
-  RopeHparams rope_swa_;  // the windowed layers' rope (rope.freq_base_swa)
-  int64_t n_ff_exp_ = 0, n_swa_ = 0, swa_pattern_ = 2;
+  int64_t n_ff_exp_ = 0;
 };
 
 }  // namespace

@@ -34,9 +34,7 @@ class SmolLm3 final : public DecoderModel {
   }
 
   void build_k_shift(GraphBuild& b, Tensor* shifts) const override {
-    const ops::RopeParams rp = rope_params(b.model.hparams(), rope_, RopeMode::Normal);
-    rope_shift_k(
-        b, shifts, [&](int64_t il) { return has_rope(il) ? std::optional(rp) : std::nullopt; }, nullptr);
+    shift_k(b, shifts, RopeMode::Normal, nullptr, has_rope);
   }
 
   void describe(HparamList& out) const override {
