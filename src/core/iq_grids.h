@@ -10,6 +10,7 @@
 // product's integer sums are ggml's.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "tessera/blocks.h"
 #include "tessera/convert.h"
@@ -59,20 +60,28 @@ inline uint32_t load_u32(const uint8_t* p) noexcept {
   return v;
 }
 
-// The block scale d (times the format's power of two).
-inline float scale_of(const BlockIQ2_XXS& b) noexcept { return fp16_to_fp32(b.d) * 0.125f; }
-inline float scale_of(const BlockIQ2_XS& b) noexcept { return fp16_to_fp32(b.d) * 0.125f; }
-inline float scale_of(const BlockIQ2_S& b) noexcept { return fp16_to_fp32(b.d) * 0.125f; }
-inline float scale_of(const BlockIQ3_XXS& b) noexcept { return fp16_to_fp32(b.d) * 0.25f; }
-inline float scale_of(const BlockIQ3_S& b) noexcept { return fp16_to_fp32(b.d); }
-inline float scale_of(const BlockIQ1_S& b) noexcept { return fp16_to_fp32(b.d) * 0.125f; }
-inline uint16_t iq1_m_d_bits(const BlockIQ1_M& b) noexcept {
+// The block scale d: its fp16 bits and the format's power of two (kernels convert the bits in an
+// instruction of their own), and the two together.
+inline uint16_t d_bits(const BlockIQ2_XXS& b) noexcept { return b.d; }
+inline uint16_t d_bits(const BlockIQ2_XS& b) noexcept { return b.d; }
+inline uint16_t d_bits(const BlockIQ2_S& b) noexcept { return b.d; }
+inline uint16_t d_bits(const BlockIQ3_XXS& b) noexcept { return b.d; }
+inline uint16_t d_bits(const BlockIQ3_S& b) noexcept { return b.d; }
+inline uint16_t d_bits(const BlockIQ1_S& b) noexcept { return b.d; }
+inline uint16_t d_bits(const BlockIQ1_M& b) noexcept {
   uint16_t sc[4];
   std::memcpy(sc, b.scales, 8);
   return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
                                (sc[3] & 0xf000));
 }
-inline float scale_of(const BlockIQ1_M& b) noexcept { return fp16_to_fp32(iq1_m_d_bits(b)) * 0.125f; }
+template <class Block>
+inline constexpr float kDFactor = std::is_same_v<Block, BlockIQ3_XXS> ? 0.25f
+                                  : std::is_same_v<Block, BlockIQ3_S> ? 1.0f
+                                                                      : 0.125f;
+template <class Block>
+inline float scale_of(const Block& b) noexcept {
+  return fp16_to_fp32(d_bits(b)) * kDFactor<Block>;
+}
 
 inline void chunk_of(const BlockIQ2_XXS& b, int c, Chunk& out) noexcept {
   const uint32_t idx = b.qs[4 * c] | (static_cast<uint32_t>(b.qs[4 * c + 1]) << 16);

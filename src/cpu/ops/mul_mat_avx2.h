@@ -9,6 +9,8 @@
 #include "tessera/convert.h"
 
 #define TESSERA_AVX2 __attribute__((target("avx2,fma,f16c")))
+// For the pieces of a kernel's inner loop: a call there would spill every vector register.
+#define TESSERA_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
 namespace tessera::cpu::mm::avx2 {
 

@@ -13,6 +13,8 @@
 #include "cpu/ops/mul_mat_avx2.h"
 
 #define TESSERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define TESSERA_AVX512_INLINE \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"), always_inline)) inline
 
 namespace tessera::cpu::mm::avx512 {
 

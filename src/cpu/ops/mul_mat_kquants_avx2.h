@@ -15,7 +15,7 @@
 namespace tessera::cpu::mm::kq {
 
 // fp16 to f32 in one instruction (the same bits as fp16_to_fp32, which is not inlined).
-TESSERA_AVX2 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+TESSERA_AVX2_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 template <class Block>
 constexpr bool kGroups16 = std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K> ||
@@ -47,16 +47,16 @@ struct Scales {
   float d, dmin;
 };
 
-TESSERA_AVX2 inline __m128i bytes_of(uint64_t lo, uint64_t hi) {
+TESSERA_AVX2_INLINE __m128i bytes_of(uint64_t lo, uint64_t hi) {
   return _mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo));
 }
 
-TESSERA_AVX2 inline void split16(__m256i s16, Scales& s) {
+TESSERA_AVX2_INLINE void split16(__m256i s16, Scales& s) {
   s.lo = _mm256_permute4x64_epi64(s16, 0x44);
   s.hi = _mm256_permute4x64_epi64(s16, 0xee);
 }
 
-TESSERA_AVX2 inline Scales scales_of(const BlockQ2_K& b) {
+TESSERA_AVX2_INLINE Scales scales_of(const BlockQ2_K& b) {
   Scales s;
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
   const __m128i low4 = _mm_set1_epi8(0x0f);
@@ -67,7 +67,7 @@ TESSERA_AVX2 inline Scales scales_of(const BlockQ2_K& b) {
   return s;
 }
 
-TESSERA_AVX2 inline Scales scales_of(const BlockQ3_K& b) {
+TESSERA_AVX2_INLINE Scales scales_of(const BlockQ3_K& b) {
   // Low nibbles: scales 0..7 in bytes 0..7, 8..15 in their high nibbles. Top two bits: scale j's
   // in byte 8 + j % 4 at bit 2 * (j / 4).
   uint64_t low;
@@ -90,7 +90,7 @@ TESSERA_AVX2 inline Scales scales_of(const BlockQ3_K& b) {
 
 // Q4_K / Q5_K: the 6-bit scales and minimums of k_scale_min, four at a time in 32-bit words.
 template <class Block>
-TESSERA_AVX2 inline Scales scales_4_5(const Block& b) {
+TESSERA_AVX2_INLINE Scales scales_4_5(const Block& b) {
   uint32_t w[3];
   std::memcpy(w, b.scales, 12);
   const uint32_t sc_lo = w[0] & 0x3f3f3f3fu;
@@ -107,10 +107,10 @@ TESSERA_AVX2 inline Scales scales_4_5(const Block& b) {
   s.dmin = half_to_float(b.dmin);
   return s;
 }
-TESSERA_AVX2 inline Scales scales_of(const BlockQ4_K& b) { return scales_4_5(b); }
-TESSERA_AVX2 inline Scales scales_of(const BlockQ5_K& b) { return scales_4_5(b); }
+TESSERA_AVX2_INLINE Scales scales_of(const BlockQ4_K& b) { return scales_4_5(b); }
+TESSERA_AVX2_INLINE Scales scales_of(const BlockQ5_K& b) { return scales_4_5(b); }
 
-TESSERA_AVX2 inline Scales scales_of(const BlockQ6_K& b) {
+TESSERA_AVX2_INLINE Scales scales_of(const BlockQ6_K& b) {
   const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
   Scales s;
   split16(s16, s);
@@ -120,7 +120,7 @@ TESSERA_AVX2 inline Scales scales_of(const BlockQ6_K& b) {
   return s;
 }
 
-TESSERA_AVX2 inline Scales scales_of(const BlockIQ4_XS& b) {
+TESSERA_AVX2_INLINE Scales scales_of(const BlockIQ4_XS& b) {
   alignas(16) int16_t sc[8];
   for (int g = 0; g < 8; ++g) {
     const int low = (b.scales_l[g / 2] >> (4 * (g % 2))) & 0x0f;
@@ -156,7 +156,7 @@ struct PickMasks {
 inline constexpr PickMasks kPick;
 
 template <class Block>
-TESSERA_AVX2 inline __m256i pair_scales(const Scales& s, int i) {
+TESSERA_AVX2_INLINE __m256i pair_scales(const Scales& s, int i) {
   if constexpr (kGroups16<Block>) {
     const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.two[i % 2]));
     return _mm256_shuffle_epi8(i < 2 ? s.lo : s.hi, mask);
@@ -166,16 +166,16 @@ TESSERA_AVX2 inline __m256i pair_scales(const Scales& s, int i) {
 }
 
 // Moves the bits of every byte left by `by` (right when negative); the callers mask afterwards.
-TESSERA_AVX2 inline __m256i shift_bits(__m256i v, int by) {
+TESSERA_AVX2_INLINE __m256i shift_bits(__m256i v, int by) {
   return by >= 0 ? _mm256_slli_epi16(v, by) : _mm256_srli_epi16(v, -by);
 }
 
-TESSERA_AVX2 inline __m256i load32(const uint8_t* p) {
+TESSERA_AVX2_INLINE __m256i load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
 // Chunks 2i and 2i + 1 of a super-block as the bytes u the kernel multiplies.
-TESSERA_AVX2 inline void chunk_pair(const BlockQ2_K& b, int i, __m256i& u0, __m256i& u1) {
+TESSERA_AVX2_INLINE void chunk_pair(const BlockQ2_K& b, int i, __m256i& u0, __m256i& u1) {
   const __m256i v = load32(b.qs + 32 * (i / 2));
   const int p = 2 * (i % 2);
   const __m256i three = _mm256_set1_epi8(3);
@@ -183,7 +183,7 @@ TESSERA_AVX2 inline void chunk_pair(const BlockQ2_K& b, int i, __m256i& u0, __m2
   u1 = _mm256_and_si256(_mm256_srli_epi16(v, 2 * p + 2), three);
 }
 
-TESSERA_AVX2 inline void chunk_pair(const BlockQ3_K& b, int i, __m256i& u0, __m256i& u1) {
+TESSERA_AVX2_INLINE void chunk_pair(const BlockQ3_K& b, int i, __m256i& u0, __m256i& u1) {
   const __m256i v = load32(b.qs + 32 * (i / 2));
   const __m256i h = load32(b.hmask);
   const int p = 2 * (i % 2);
@@ -195,14 +195,14 @@ TESSERA_AVX2 inline void chunk_pair(const BlockQ3_K& b, int i, __m256i& u0, __m2
                        _mm256_and_si256(shift_bits(h, 1 - 2 * i), four));
 }
 
-TESSERA_AVX2 inline void chunk_pair(const BlockQ4_K& b, int i, __m256i& u0, __m256i& u1) {
+TESSERA_AVX2_INLINE void chunk_pair(const BlockQ4_K& b, int i, __m256i& u0, __m256i& u1) {
   const __m256i v = load32(b.qs + 32 * i);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   u0 = _mm256_and_si256(v, low4);
   u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
 }
 
-TESSERA_AVX2 inline void chunk_pair(const BlockQ5_K& b, int i, __m256i& u0, __m256i& u1) {
+TESSERA_AVX2_INLINE void chunk_pair(const BlockQ5_K& b, int i, __m256i& u0, __m256i& u1) {
   const __m256i v = load32(b.qs + 32 * i);
   const __m256i h = load32(b.qh);
   const __m256i low4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
@@ -212,7 +212,7 @@ TESSERA_AVX2 inline void chunk_pair(const BlockQ5_K& b, int i, __m256i& u0, __m2
                        _mm256_and_si256(shift_bits(h, 3 - 2 * i), bit4));
 }
 
-TESSERA_AVX2 inline void chunk_pair(const BlockQ6_K& b, int i, __m256i& u0, __m256i& u1) {
+TESSERA_AVX2_INLINE void chunk_pair(const BlockQ6_K& b, int i, __m256i& u0, __m256i& u1) {
   // Chunk 4h + k: nibble k / 2 of ql[64h + 32 (k % 2) + l], bits 2k, 2k + 1 of qh[32h + l].
   const int half = i / 2, k0 = 2 * (i % 2);
   const __m256i l0 = load32(b.ql + 64 * half);
@@ -227,7 +227,7 @@ TESSERA_AVX2 inline void chunk_pair(const BlockQ6_K& b, int i, __m256i& u0, __m2
 }
 
 // IQ4_XS: signed grid values (group g: low nibbles of qs[16g..], then the high ones).
-TESSERA_AVX2 inline void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __m256i& u1) {
+TESSERA_AVX2_INLINE void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __m256i& u1) {
   const __m256i raw = load32(b.qs + 32 * i);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i lo = _mm256_and_si256(raw, low4);
@@ -240,7 +240,7 @@ TESSERA_AVX2 inline void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __
 
 // The grid I-quants: the 16 scales of iq::scales_of, and chunks decoded by iq::chunk_of.
 template <class Block>
-requires kGridIQ<Block> TESSERA_AVX2 inline Scales scales_of(const Block& b) {
+requires kGridIQ<Block> TESSERA_AVX2_INLINE Scales scales_of(const Block& b) {
   alignas(32) int16_t sc[16];
   iq::scales_of(b, sc);
   const __m256i s16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
@@ -256,87 +256,119 @@ requires kGridIQ<Block> TESSERA_AVX2 inline Scales scales_of(const Block& b) {
     s.hi = s.lo;
   }
   s.sums = _mm256_setzero_si256();
-  s.d = iq::scale_of(b);
+  s.d = half_to_float(iq::d_bits(b)) * iq::kDFactor<Block>;
   s.dmin = 0.0f;
   return s;
 }
 
-// Chunk c of a grid I-quant as iq::chunk_of decodes it: four 8-byte grid points g (64-bit words;
-// IQ3's pairs of 4-byte points) and their signs as byte masks m (0xff negates the element:
-// v = (g ^ m) - m), or for IQ1 the points of {-1, 0, 1} as 8 g plus a shift of +-1 per 8 elements.
-inline constexpr uint64_t kEveryByte = 0x0101010101010101ull;
-// The byte mask of each sign byte (bit j: byte j is 0xff).
-struct SignMasks {
-  uint64_t of_byte[256];
-  constexpr SignMasks() : of_byte{} {
-    for (int s = 0; s < 256; ++s)
-      for (int j = 0; j < 8; ++j)
-        if ((s >> j) & 1) of_byte[s] |= 0xffull << (8 * j);
-  }
-};
-inline constexpr SignMasks kSignMasks;
-// The mask of a 7-bit sign index (iq::kSigns' byte).
-TESSERA_AVX2 inline uint64_t index_mask(uint32_t i) { return kSignMasks.of_byte[iq::kSigns.v[i & 127]]; }
-TESSERA_AVX2 inline __m256i signed_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t m0,
-                                          uint64_t m1, uint64_t m2, uint64_t m3) {
-  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2),
-                                      static_cast<int64_t>(g1), static_cast<int64_t>(g0));
-  const __m256i neg = _mm256_set_epi64x(static_cast<int64_t>(m3), static_cast<int64_t>(m2),
-                                        static_cast<int64_t>(m1), static_cast<int64_t>(m0));
-  return _mm256_sub_epi8(_mm256_xor_si256(g, neg), neg);
-}
-TESSERA_AVX2 inline __m256i shifted_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, int h0, int h1,
-                                           int h2, int h3) {
-  const __m256i g = _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2),
-                                      static_cast<int64_t>(g1), static_cast<int64_t>(g0));
-  auto fill = [](int h) { return static_cast<int64_t>(h < 0 ? ~0ull : kEveryByte); };
-  const __m256i shift = _mm256_set_epi64x(fill(h3), fill(h2), fill(h1), fill(h0));
-  return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), shift);
+// Chunk c of a grid I-quant as iq::chunk_of decodes it. IQ2 and IQ3 store unsigned grid points
+// (grid_points: four 8-byte points as 64-bit words; IQ3's pairs of 4-byte points) and a sign bit
+// per element; the AVX-512 tiles apply the signs to b through mask registers, the AVX2 ones decode
+// signed chunks. IQ1's points of {-1, 0, 1} become 8 g plus a
+// shift of +-1 per 8 elements.
+template <class Block>
+constexpr bool kSignBits =
+    kGridIQ<Block> && !std::is_same_v<Block, BlockIQ1_S> && !std::is_same_v<Block, BlockIQ1_M>;
+
+TESSERA_AVX2_INLINE __m256i words(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3) {
+  return _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2), static_cast<int64_t>(g1),
+                           static_cast<int64_t>(g0));
 }
 
-TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_XXS& b, int c) {
+// IQ2_XXS, IQ2_XS and IQ3_XXS store four 7-bit sign indices per chunk (packed_signs: bits 7l..7l + 6),
+// each completed to a byte of even parity (iq::kSigns); IQ2_S and IQ3_S store the sign bytes.
+template <class Block>
+constexpr bool kSevenBitSigns = std::is_same_v<Block, BlockIQ2_XXS> || std::is_same_v<Block, BlockIQ2_XS> ||
+                                std::is_same_v<Block, BlockIQ3_XXS>;
+
+TESSERA_AVX2_INLINE __m256i grid_points(const BlockIQ2_XXS& b, int c) {
   const uint32_t idx = b.qs[4 * c] | (static_cast<uint32_t>(b.qs[4 * c + 1]) << 16);
-  const uint32_t aux = b.qs[4 * c + 2] | (static_cast<uint32_t>(b.qs[4 * c + 3]) << 16);
   const auto& G = iq::kIq2xxsGrid;
-  return signed_points(G[idx & 0xff], G[(idx >> 8) & 0xff], G[(idx >> 16) & 0xff], G[idx >> 24],
-                       index_mask(aux), index_mask(aux >> 7), index_mask(aux >> 14), index_mask(aux >> 21));
+  return words(G[idx & 0xff], G[(idx >> 8) & 0xff], G[(idx >> 16) & 0xff], G[idx >> 24]);
 }
-TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_XS& b, int c) {
+TESSERA_AVX2_INLINE uint32_t packed_signs(const BlockIQ2_XXS& b, int c) {
+  return b.qs[4 * c + 2] | (static_cast<uint32_t>(b.qs[4 * c + 3]) << 16);
+}
+TESSERA_AVX2_INLINE __m256i grid_points(const BlockIQ2_XS& b, int c) {
   const uint16_t* q = b.qs + 4 * c;
   const auto& G = iq::kIq2xsGrid;
-  return signed_points(G[q[0] & 511], G[q[1] & 511], G[q[2] & 511], G[q[3] & 511], index_mask(q[0] >> 9),
-                       index_mask(q[1] >> 9), index_mask(q[2] >> 9), index_mask(q[3] >> 9));
+  return words(G[q[0] & 511], G[q[1] & 511], G[q[2] & 511], G[q[3] & 511]);
 }
-TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ2_S& b, int c) {
+TESSERA_AVX2_INLINE uint32_t packed_signs(const BlockIQ2_XS& b, int c) {
+  const uint16_t* q = b.qs + 4 * c;
+  return (q[0] >> 9) | ((q[1] >> 9) << 7) | ((q[2] >> 9) << 14) | (static_cast<uint32_t>(q[3] >> 9) << 21);
+}
+TESSERA_AVX2_INLINE __m256i grid_points(const BlockIQ2_S& b, int c) {
   const uint8_t* q = b.qs + 4 * c;
-  const uint8_t* s = b.qs + 32 + 4 * c;
   const int qh = b.qh[c];
   const auto& G = iq::kIq2sGrid;
-  return signed_points(G[q[0] | ((qh << 8) & 0x300)], G[q[1] | ((qh << 6) & 0x300)],
-                       G[q[2] | ((qh << 4) & 0x300)], G[q[3] | ((qh << 2) & 0x300)], kSignMasks.of_byte[s[0]],
-                       kSignMasks.of_byte[s[1]], kSignMasks.of_byte[s[2]], kSignMasks.of_byte[s[3]]);
+  return words(G[q[0] | ((qh << 8) & 0x300)], G[q[1] | ((qh << 6) & 0x300)], G[q[2] | ((qh << 4) & 0x300)],
+               G[q[3] | ((qh << 2) & 0x300)]);
 }
-TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_XXS& b, int c) {
+TESSERA_AVX2_INLINE uint32_t sign_bits(const BlockIQ2_S& b, int c) { return iq::load_u32(b.qs + 32 + 4 * c); }
+TESSERA_AVX2_INLINE __m256i grid_points(const BlockIQ3_XXS& b, int c) {
   const uint8_t* q = b.qs + 8 * c;
-  const uint32_t aux = iq::load_u32(b.qs + 64 + 4 * c);
   const auto& G = iq::kIq3xxsGrid;
   auto pair = [&](int l) { return G[q[2 * l]] | (static_cast<uint64_t>(G[q[2 * l + 1]]) << 32); };
-  return signed_points(pair(0), pair(1), pair(2), pair(3), index_mask(aux), index_mask(aux >> 7),
-                       index_mask(aux >> 14), index_mask(aux >> 21));
+  return words(pair(0), pair(1), pair(2), pair(3));
 }
-TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ3_S& b, int c) {
+TESSERA_AVX2_INLINE uint32_t packed_signs(const BlockIQ3_XXS& b, int c) {
+  return iq::load_u32(b.qs + 64 + 4 * c);
+}
+TESSERA_AVX2_INLINE __m256i grid_points(const BlockIQ3_S& b, int c) {
   const uint8_t* q = b.qs + 8 * c;
-  const uint8_t* s = b.signs + 4 * c;
   const int qh = b.qh[c];
   const auto& G = iq::kIq3sGrid;
   auto pair = [&](int l) {
     return G[q[2 * l] | ((qh << (8 - 2 * l)) & 256)] |
            (static_cast<uint64_t>(G[q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)]) << 32);
   };
-  return signed_points(pair(0), pair(1), pair(2), pair(3), kSignMasks.of_byte[s[0]], kSignMasks.of_byte[s[1]],
-                       kSignMasks.of_byte[s[2]], kSignMasks.of_byte[s[3]]);
+  return words(pair(0), pair(1), pair(2), pair(3));
 }
-TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_S& b, int c) {
+TESSERA_AVX2_INLINE uint32_t sign_bits(const BlockIQ3_S& b, int c) { return iq::load_u32(b.signs + 4 * c); }
+
+// 32 sign bits as bytes: 0xff where the bit is set.
+TESSERA_AVX2_INLINE __m256i sign_bytes(uint32_t bits) {
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
+                                           2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// The 8 sign bytes of each 7-bit index, 0xff for a negated element.
+struct SevenBitSignMasks {
+  uint64_t of[128] = {};
+  constexpr SevenBitSignMasks() {
+    for (int i = 0; i < 128; ++i)
+      for (int j = 0; j < 8; ++j)
+        if ((iq::kSigns.v[i] >> j) & 1) of[i] |= 0xffull << (8 * j);
+  }
+};
+inline constexpr SevenBitSignMasks kSevenBitSignMasks;
+
+template <class Block>
+requires kSignBits<Block> TESSERA_AVX2_INLINE __m256i grid_chunk(const Block& b, int c) {
+  __m256i neg;
+  if constexpr (kSevenBitSigns<Block>) {
+    const uint32_t p = packed_signs(b, c);
+    const auto& M = kSevenBitSignMasks.of;
+    neg = words(M[p & 127], M[(p >> 7) & 127], M[(p >> 14) & 127], M[(p >> 21) & 127]);
+  } else {
+    neg = sign_bytes(sign_bits(b, c));
+  }
+  return _mm256_sub_epi8(_mm256_xor_si256(grid_points(b, c), neg), neg);
+}
+
+inline constexpr uint64_t kEveryByte = 0x0101010101010101ull;
+TESSERA_AVX2_INLINE __m256i shifted_points(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, int h0, int h1,
+                                           int h2, int h3) {
+  auto fill = [](int h) { return h < 0 ? ~0ull : kEveryByte; };
+  return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), words(g0, g1, g2, g3)),
+                         words(fill(h0), fill(h1), fill(h2), fill(h3)));
+}
+TESSERA_AVX2_INLINE __m256i grid_chunk(const BlockIQ1_S& b, int c) {
   const uint8_t* q = b.qs + 4 * c;
   const int qh = b.qh[c];
   const int h = qh & 0x8000 ? -1 : 1;
@@ -344,7 +376,7 @@ TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_S& b, int c) {
   return shifted_points(G[q[0] | ((qh << 8) & 0x700)], G[q[1] | ((qh << 5) & 0x700)],
                         G[q[2] | ((qh << 2) & 0x700)], G[q[3] | ((qh >> 1) & 0x700)], h, h, h, h);
 }
-TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_M& b, int c) {
+TESSERA_AVX2_INLINE __m256i grid_chunk(const BlockIQ1_M& b, int c) {
   const uint8_t* q = b.qs + 4 * c;
   const int h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
   const auto& G = iq::kIq1sGrid;
@@ -354,7 +386,7 @@ TESSERA_AVX2 inline __m256i grid_chunk(const BlockIQ1_M& b, int c) {
 }
 
 template <class Block>
-requires kGridIQ<Block> TESSERA_AVX2 inline void chunk_pair(const Block& b, int i, __m256i& u0, __m256i& u1) {
+requires kGridIQ<Block> TESSERA_AVX2_INLINE void chunk_pair(const Block& b, int i, __m256i& u0, __m256i& u1) {
   u0 = grid_chunk(b, 2 * i);
   u1 = grid_chunk(b, 2 * i + 1);
 }
@@ -368,8 +400,17 @@ struct Pair {
   __m256i first, second;
 };
 
-TESSERA_AVX2 inline Pair pair_of(__m256i u0, __m256i u1, __m256i swap) {
+TESSERA_AVX2_INLINE Pair pair_of(__m256i u0, __m256i u1, __m256i swap) {
   return {_mm256_blend_epi16(u0, u1, 0xaa), _mm256_shuffle_epi8(_mm256_blend_epi16(u1, u0, 0xaa), swap)};
+}
+
+// The sign bits (kSignBits) of chunks 2i and 2i + 1 in the element order of Pair::first and
+// Pair::second.
+TESSERA_AVX2_INLINE uint32_t first_bits(uint32_t m0, uint32_t m1) {
+  return (m0 & 0x33333333u) | (m1 & 0xccccccccu);
+}
+TESSERA_AVX2_INLINE uint32_t second_bits(uint32_t m0, uint32_t m1) {
+  return ((m0 >> 2) & 0x33333333u) | ((m1 << 2) & 0xccccccccu);
 }
 
 }  // namespace tessera::cpu::mm::kq

@@ -1,13 +1,15 @@
-// AVX-512 (BW, VL, VNNI) MUL_MAT tiles of the K-quants (Q2_K ... Q6_K) and IQ4_XS against b in
-// Q8_K, for the AVX-512 table (mul_mat_avx512.cpp).
+// AVX-512 (BW, VL, VNNI) MUL_MAT tiles of the K-quants (Q2_K ... Q6_K), IQ4_XS and the grid
+// I-quants against b in Q8_K, for the AVX-512 table (mul_mat_avx512.cpp).
 //
 // The AVX2 tiles (mul_mat_kquants_avx2.cpp) with two chunk pairs per register: the low 256 bits
 // hold chunks 4h, 4h + 1 of a super-block (Pair order), the high 256 bits chunks 4h + 2, 4h + 3,
 // so a super-block is two steps of maddubs and one VPDPWSSD (madd and add in one) per b column
 // instead of four of maddubs, madd and add. b's quants are stored to match (pair_q8k_row). The two
 // halves' int32 lanes are added at the end of the super-block: the exact integer sums of the AVX2
-// tiles, then the same float operations in the same order, so the bits are the AVX2 table's. For
-// one b column (generation) a matrix-vector kernel runs up to kMatVecRows rows at once.
+// tiles, then the same float operations in the same order, so the bits are the AVX2 table's. The
+// signs of the IQ2/IQ3 grids are not decoded into the quants: b takes them through mask registers
+// (sign_masks). For one b column (generation) a matrix-vector kernel runs up to kMatVecRows rows at
+// once (not for the grid I-quants).
 #include "cpu/ops/mul_mat_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -29,7 +31,7 @@ using avx512::hsum_low;
 using avx512::join;
 
 // kq::pair_of on both halves at once.
-TESSERA_AVX512 inline void pair_of(__m512i u0, __m512i u1, __m512i swap, __m512i& first, __m512i& second) {
+TESSERA_AVX512_INLINE void pair_of(__m512i u0, __m512i u1, __m512i swap, __m512i& first, __m512i& second) {
   constexpr __mmask32 kOddWords = 0xaaaaaaaau;
   first = _mm512_mask_blend_epi16(kOddWords, u0, u1);
   second = _mm512_shuffle_epi8(_mm512_mask_blend_epi16(kOddWords, u1, u0), swap);
@@ -39,7 +41,7 @@ TESSERA_AVX512 inline void pair_of(__m512i u0, __m512i u1, __m512i swap, __m512i
 // and 2h + 1, in the two halves. Q4_K and Q6_K (what the usual mixes hold) unpack both halves at
 // once; the others unpack each and join them.
 template <class Block>
-TESSERA_AVX512 inline void chunk_pairs(const Block& b, int h, __m512i& u0, __m512i& u1) {
+TESSERA_AVX512_INLINE void chunk_pairs(const Block& b, int h, __m512i& u0, __m512i& u1) {
   __m256i a0, a1, b0, b1;
   chunk_pair(b, 2 * h, a0, a1);
   chunk_pair(b, 2 * h + 1, b0, b1);
@@ -47,7 +49,7 @@ TESSERA_AVX512 inline void chunk_pairs(const Block& b, int h, __m512i& u0, __m51
   u1 = join(a1, b1);
 }
 
-TESSERA_AVX512 inline void chunk_pairs(const BlockQ4_K& b, int h, __m512i& u0, __m512i& u1) {
+TESSERA_AVX512_INLINE void chunk_pairs(const BlockQ4_K& b, int h, __m512i& u0, __m512i& u1) {
   const __m512i v = _mm512_loadu_si512(b.qs + 64 * h);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   u0 = _mm512_and_si512(v, low4);
@@ -55,11 +57,11 @@ TESSERA_AVX512 inline void chunk_pairs(const BlockQ4_K& b, int h, __m512i& u0, _
 }
 
 // lo in every 16-bit lane of the low half, hi in the high half.
-TESSERA_AVX512 inline __m512i halves(short lo, short hi) {
+TESSERA_AVX512_INLINE __m512i halves(short lo, short hi) {
   return _mm512_inserti64x4(_mm512_set1_epi16(lo), _mm256_set1_epi16(hi), 1);
 }
 
-TESSERA_AVX512 inline void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, __m512i& u1) {
+TESSERA_AVX512_INLINE void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, __m512i& u1) {
   // Chunk pair 2h takes the low nibbles of ql and qh's bits 0-3, pair 2h + 1 the high nibbles and
   // bits 4-7 (see kq::chunk_pair): per-half shift counts.
   const __m512i l0 =
@@ -77,40 +79,127 @@ TESSERA_AVX512 inline void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, _
       _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hq, halves(2, 0)), halves(0, 2)), top2));
 }
 
-// Half h of a super-block (chunk pairs 2h, 2h + 1): its quants in Pair order and their scales.
+// The grid I-quants with sign bits: their unsigned points, chunks 4h, 4h + 1 (u0) and 4h + 2, 4h + 3 (u1)
+// as chunk_pairs places them.
 template <class Block>
-TESSERA_AVX512 inline void unpack_half(const Block& blk, const Scales& s, int h, __m512i swap, __m512i& first,
-                                       __m512i& second, __m512i& sc) {
+requires kSignBits<Block> TESSERA_AVX512_INLINE void chunk_pairs(const Block& b, int h, __m512i& u0,
+                                                                 __m512i& u1) {
+  u0 = join(grid_points(b, 4 * h), grid_points(b, 4 * h + 2));
+  u1 = join(grid_points(b, 4 * h + 1), grid_points(b, 4 * h + 3));
+}
+
+// Every byte's bit 7 set where the byte's other seven bits have odd parity (iq::kSigns' bytes from
+// their 7-bit indices).
+TESSERA_AVX512_INLINE __m256i even_parity_bytes(__m256i x) {
+  __m256i p = _mm256_xor_si256(x, _mm256_srli_epi16(x, 4));  // bit 0 of each byte: its parity
+  p = _mm256_xor_si256(p, _mm256_srli_epi16(p, 2));
+  p = _mm256_xor_si256(p, _mm256_srli_epi16(p, 1));
+  return _mm256_ternarylogic_epi32(x, _mm256_slli_epi16(p, 7), _mm256_set1_epi8(static_cast<char>(0x80)),
+                                   0xf8);  // x | (p7 & 0x80)
+}
+
+// Four 7-bit sign indices per 32-bit word (bits 7l..7l + 6) spread to a byte each.
+TESSERA_AVX512_INLINE __m256i spread_sevens(__m256i v) {
+  const __m256i b0 = _mm256_and_si256(v, _mm256_set1_epi32(0x7f));
+  const __m256i b1 = _mm256_ternarylogic_epi32(b0, _mm256_slli_epi32(v, 1), _mm256_set1_epi32(0x7f00), 0xf8);
+  const __m256i b2 =
+      _mm256_ternarylogic_epi32(b1, _mm256_slli_epi32(v, 2), _mm256_set1_epi32(0x7f0000), 0xf8);
+  return _mm256_ternarylogic_epi32(b2, _mm256_slli_epi32(v, 3), _mm256_set1_epi32(0x7f000000), 0xf8);
+}
+
+// A super-block's sign bits (kSignBits), chunk c's 32 in word c (bit e negates element e).
+TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ2_XXS& b) {
+  const __m512i qs = _mm512_loadu_si512(b.qs);  // per chunk: 4 index bytes, then 28 sign bits, 4 scale bits
+  return even_parity_bytes(spread_sevens(_mm512_cvtepi64_epi32(_mm512_srli_epi64(qs, 32))));
+}
+TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ2_XS& b) {  // a 7-bit index above each 9-bit point
+  return even_parity_bytes(_mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_loadu_si512(b.qs), 9)));
+}
+TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ2_S& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32));
+}
+TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ3_XXS& b) {
+  return even_parity_bytes(spread_sevens(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64))));
+}
+TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ3_S& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.signs));
+}
+
+// A super-block's sign masks for the halves' `first` and `second` (kq::first_bits and second_bits
+// of chunks 4h, 4h + 1 in the low 32 bits, of 4h + 2, 4h + 3 in the high ones).
+struct SignMasks {
+  alignas(32) uint64_t of[4] = {};  // half 0 first, half 0 second, half 1 first, half 1 second
+};
+
+template <class Block>
+TESSERA_AVX512_INLINE SignMasks sign_masks(const Block& b) {
+  SignMasks m;
+  if constexpr (kSignBits<Block>) {
+    // Each 64-bit word holds chunks 2i (low) and 2i + 1 (high).
+    const __m256i w = sign_words(b);
+    const __m256i low = _mm256_set1_epi64x(0x33333333), high = _mm256_set1_epi64x(0xcccccccc);
+    const __m256i first =
+        _mm256_ternarylogic_epi64(_mm256_and_si256(w, low), _mm256_srli_epi64(w, 32), high, 0xf8);
+    const __m256i second = _mm256_ternarylogic_epi64(_mm256_and_si256(_mm256_srli_epi64(w, 2), low),
+                                                     _mm256_srli_epi64(w, 30), high, 0xf8);
+    // Per 128-bit lane (half): pair 2h's 32 bits, then pair 2h + 1's, as one 64-bit mask.
+    const __m256i f = _mm256_shuffle_epi32(first, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256i sc = _mm256_shuffle_epi32(second, _MM_SHUFFLE(2, 0, 2, 0));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(m.of), _mm256_unpacklo_epi64(f, sc));
+  }
+  return m;
+}
+
+// Half h of a super-block (chunk pairs 2h, 2h + 1), ready for maddubs against b: its quants in Pair
+// order (unsigned; for the signed formats their magnitudes, with the signs in masks that b takes
+// on), and their scales.
+struct Half {
+  __m512i first, second, sc;
+  __mmask64 neg_first = 0, neg_second = 0;  // the signed formats: elements whose b is negated
+};
+
+template <class Block>
+TESSERA_AVX512_INLINE Half unpack_half(const Block& blk, const Scales& s, const SignMasks& signs, int h,
+                                       __m512i swap) {
+  Half half;
   __m512i u0, u1;
   chunk_pairs(blk, h, u0, u1);
-  pair_of(u0, u1, swap, first, second);
-  sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
+  pair_of(u0, u1, swap, half.first, half.second);
+  half.sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
+  if constexpr (kSignBits<Block>) {
+    half.neg_first = _cvtu64_mask64(signs.of[2 * h]);
+    half.neg_second = _cvtu64_mask64(signs.of[2 * h + 1]);
+  } else if constexpr (kSignedQ<Block>) {  // no signed format has -128
+    half.neg_first = _mm512_movepi8_mask(half.first);
+    half.neg_second = _mm512_movepi8_mask(half.second);
+    half.first = _mm512_abs_epi8(half.first);
+    half.second = _mm512_abs_epi8(half.second);
+  }
+  return half;
 }
 
 // isum plus a half's scaled products with b's two 64-byte pieces q0 (meeting `first`) and q1.
 template <class Block>
-TESSERA_AVX512 inline __m512i add_products(__m512i isum, __m512i first, __m512i second, __m512i sc,
-                                           __m512i q0, __m512i q1) {
+TESSERA_AVX512_INLINE __m512i add_products(__m512i isum, const Half& half, __m512i q0, __m512i q1) {
   if constexpr (kSignedQ<Block>) {
-    // maddubs wants the unsigned operand: |a|, and a's sign onto b (no signed format has -128). Two int16
-    // pair sums could overflow, so each piece gets its own multiply-add.
+    // Two int16 pair sums could overflow, so each piece gets its own multiply-add.
     const __m512i zero = _mm512_setzero_si512();
-    q0 = _mm512_mask_sub_epi8(q0, _mm512_movepi8_mask(first), zero, q0);
-    q1 = _mm512_mask_sub_epi8(q1, _mm512_movepi8_mask(second), zero, q1);
-    return _mm512_dpwssd_epi32(
-        _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(_mm512_abs_epi8(first), q0), sc),
-        _mm512_maddubs_epi16(_mm512_abs_epi8(second), q1), sc);
+    q0 = _mm512_mask_sub_epi8(q0, half.neg_first, zero, q0);
+    q1 = _mm512_mask_sub_epi8(q1, half.neg_second, zero, q1);
+    return _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(half.first, q0), half.sc),
+                               _mm512_maddubs_epi16(half.second, q1), half.sc);
   } else {
     // Each int16 lane sums four products u * q of one chunk: at most 4 * 63 * 127 < 2^15.
-    const __m512i x = _mm512_add_epi16(_mm512_maddubs_epi16(first, q0), _mm512_maddubs_epi16(second, q1));
-    return _mm512_dpwssd_epi32(isum, x, sc);
+    const __m512i x =
+        _mm512_add_epi16(_mm512_maddubs_epi16(half.first, q0), _mm512_maddubs_epi16(half.second, q1));
+    return _mm512_dpwssd_epi32(isum, x, half.sc);
   }
 }
 
 // One weight row's super-blocks [j0, j1) against RN b rows, into acc[n / 2] (8 lanes per dot,
 // column n in half n % 2).
 template <class Block, int RN>
-TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
+TESSERA_AVX512_INLINE void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
                                       int64_t j0, int64_t j1, __m512 (&acc)[(RN + 1) / 2]) {
   const __m512i swap =
       _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap)));
@@ -119,18 +208,17 @@ TESSERA_AVX512 inline void row_kquant(const Block* row, size_t ahead_bytes, cons
     const char* ahead = reinterpret_cast<const char*>(&blk) + ahead_bytes;
     for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
     const Scales s = scales_of(blk);
+    const SignMasks signs = sign_masks(blk);
     __m512i isum[RN];
 #pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) isum[n] = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      __m512i first, second, sc;
-      unpack_half(blk, s, h, swap, first, second, sc);
+      const Half half = unpack_half(blk, s, signs, h, swap);
 #pragma GCC unroll 8
       for (int n = 0; n < RN; ++n) {
         const int8_t* q = brow[n].qs + 256 * j + 128 * h;
-        isum[n] = add_products<Block>(isum[n], first, second, sc, _mm512_loadu_si512(q),
-                                      _mm512_loadu_si512(q + 64));
+        isum[n] = add_products<Block>(isum[n], half, _mm512_loadu_si512(q), _mm512_loadu_si512(q + 64));
       }
     }
     // From here on the AVX2 tile's operations, lane for lane, on two columns per register (the
@@ -195,14 +283,13 @@ TESSERA_AVX512 void tile_kquant(const TileArgs& t) {
 // One weight row's integer sums for super-block j against b's quants qb (the four 64-byte pieces of
 // the super-block, shared by every row of a matrix-vector pass): what row_kquant's isum holds.
 template <class Block>
-TESSERA_AVX512 inline __m512i super_block_sums(const Block& blk, const Scales& s, const __m512i (&qb)[4],
+TESSERA_AVX512_INLINE __m512i super_block_sums(const Block& blk, const Scales& s, const __m512i (&qb)[4],
                                                __m512i swap) {
   __m512i isum = _mm512_setzero_si512();
+  const SignMasks signs = sign_masks(blk);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
-    __m512i first, second, sc;
-    unpack_half(blk, s, h, swap, first, second, sc);
-    isum = add_products<Block>(isum, first, second, sc, qb[2 * h], qb[2 * h + 1]);
+    isum = add_products<Block>(isum, unpack_half(blk, s, signs, h, swap), qb[2 * h], qb[2 * h + 1]);
   }
   return isum;
 }
@@ -284,7 +371,10 @@ void pair_q8k_row(char* row, int64_t k) {
 void fill_kquant_avx512(KernelTable& t) {
   for_each_q8k_kind([&]<class Block>(int k) {
     for_each_tile_shape([&]<int RM, int RN>() { t.tile[k][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>; });
-    for_each_index<kMatVecRows>([&]<int R>() { t.matvec[k][R] = matvec_kquant<Block, R + 1>; });
+    // The grid I-quants' table lookups need the general registers that several rows at once would
+    // take: their tiles, a row at a time, are faster for one column too.
+    if constexpr (!kGridIQ<Block>)
+      for_each_index<kMatVecRows>([&]<int R>() { t.matvec[k][R] = matvec_kquant<Block, R + 1>; });
     t.wide[k] = tile_kquant<Block, kMaxRM, kWideRN>;
   });
   t.pair_q8k_row = pair_q8k_row;
