@@ -239,20 +239,54 @@ TESSERA_AVX2_INLINE void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __
 }
 
 // The grid I-quants: the 16 scales of iq::scales_of, and chunks decoded by iq::chunk_of.
+// The grid I-quants: the scales 2 s + 1 of iq::scales_of, from the block's nibbles in SIMD (8 chunk
+// scales in 32-bit words, or 16 group scales in 16-bit ones); IQ1_M's 3-bit fields as iq::scales_of
+// gives them.
+TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ2_XXS& b) {  // the top 4 bits of each chunk's
+  const __m256i pick = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);   // second 32-bit word
+  const __m256i lo =
+      _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)), pick);
+  const __m256i hi =
+      _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 16)), pick);
+  return _mm256_srli_epi32(_mm256_blend_epi32(lo, hi, 0xf0), 28);
+}
+TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ3_XXS& b) {
+  return _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64)), 28);
+}
+TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ3_S& b) {
+  return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(iq::load_u32(b.scales))),
+                                            _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                          _mm256_set1_epi32(0x0f));
+}
+TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ1_S& b) {
+  const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
+  return _mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7));
+}
+template <class Block>  // IQ2_XS, IQ2_S: a nibble per 16 elements, the low one first
+TESSERA_AVX2_INLINE __m256i group_nibbles(const Block& b) {
+  uint64_t bytes;
+  std::memcpy(&bytes, b.scales, 8);
+  const __m128i x = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(bytes)));
+  const __m128i lo = _mm_and_si128(x, _mm_set1_epi16(0x0f)), hi = _mm_srli_epi16(x, 4);
+  return _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi));
+}
+
 template <class Block>
 requires kGridIQ<Block> TESSERA_AVX2_INLINE Scales scales_of(const Block& b) {
-  alignas(32) int16_t sc[16];
-  iq::scales_of(b, sc);
-  const __m256i s16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
   Scales s;
-  if constexpr (kGroups16<Block>) {
-    split16(s16, s);
-  } else {  // equal in pairs: the eight chunk scales
-    const __m256i chunk = _mm256_permute4x64_epi64(
-        _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0,
-                                                  1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)),
-        0x88);
-    s.lo = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(chunk));
+  const __m256i one = _mm256_set1_epi16(1);
+  if constexpr (std::is_same_v<Block, BlockIQ1_M>) {
+    alignas(32) int16_t sc[16];
+    iq::scales_of(b, sc);
+    split16(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc)), s);
+  } else if constexpr (kGroups16<Block>) {
+    const __m256i n = group_nibbles(b);
+    split16(_mm256_or_si256(_mm256_add_epi16(n, n), one), s);
+  } else {  // the eight chunk scales as 16-bit words, in both halves
+    const __m256i n = chunk_nibbles(b);
+    const __m256i w = _mm256_packs_epi32(n, n);  // per half: its four scales twice
+    const __m256i chunk = _mm256_permute4x64_epi64(w, 0x88);
+    s.lo = _mm256_or_si256(_mm256_add_epi16(chunk, chunk), one);
     s.hi = s.lo;
   }
   s.sums = _mm256_setzero_si256();
