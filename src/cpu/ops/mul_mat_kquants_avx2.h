@@ -120,15 +120,27 @@ TESSERA_AVX2_INLINE Scales scales_of(const BlockQ6_K& b) {
   return s;
 }
 
+// Eight 16-bit scales, one per 32-bit word of w, in both 128-bit halves (Scales::lo of 32-element groups).
+TESSERA_AVX2_INLINE __m256i eight_scales(__m256i w) {
+  return _mm256_permute4x64_epi64(_mm256_packs_epi32(w, w), 0x88);  // packs: per half its four twice
+}
+
+// Nibble g of a 32-bit word, for g = 0..7, in word g.
+TESSERA_AVX2_INLINE __m256i nibbles(uint32_t v) {
+  return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(v)),
+                                            _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                          _mm256_set1_epi32(0x0f));
+}
+
 TESSERA_AVX2_INLINE Scales scales_of(const BlockIQ4_XS& b) {
-  alignas(16) int16_t sc[8];
-  for (int g = 0; g < 8; ++g) {
-    const int low = (b.scales_l[g / 2] >> (4 * (g % 2))) & 0x0f;
-    const int high = (b.scales_h >> (2 * g)) & 3;
-    sc[g] = static_cast<int16_t>((low | (high << 4)) - 32);
-  }
+  // Group g: the low 4 bits from nibble g of scales_l, the high 2 from bits 2g of scales_h, minus 32.
+  const __m256i high = _mm256_and_si256(
+      _mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+      _mm256_set1_epi32(3));
+  const __m256i sc = _mm256_sub_epi32(
+      _mm256_or_si256(nibbles(iq::load_u32(b.scales_l)), _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
   Scales s;
-  s.lo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+  s.lo = eight_scales(sc);
   s.hi = s.lo;
   s.sums = _mm256_setzero_si256();
   s.d = half_to_float(b.d);
@@ -238,7 +250,6 @@ TESSERA_AVX2_INLINE void chunk_pair(const BlockIQ4_XS& b, int i, __m256i& u0, __
   u1 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
-// The grid I-quants: the 16 scales of iq::scales_of, and chunks decoded by iq::chunk_of.
 // The grid I-quants: the scales 2 s + 1 of iq::scales_of, from the block's nibbles in SIMD (8 chunk
 // scales in 32-bit words, or 16 group scales in 16-bit ones); IQ1_M's 3-bit fields as iq::scales_of
 // gives them.
@@ -253,11 +264,7 @@ TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ2_XXS& b) {  // the top 4
 TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ3_XXS& b) {
   return _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64)), 28);
 }
-TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ3_S& b) {
-  return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(iq::load_u32(b.scales))),
-                                            _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                          _mm256_set1_epi32(0x0f));
-}
+TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ3_S& b) { return nibbles(iq::load_u32(b.scales)); }
 TESSERA_AVX2_INLINE __m256i chunk_nibbles(const BlockIQ1_S& b) {
   const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
   return _mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7));
@@ -282,11 +289,9 @@ requires kGridIQ<Block> TESSERA_AVX2_INLINE Scales scales_of(const Block& b) {
   } else if constexpr (kGroups16<Block>) {
     const __m256i n = group_nibbles(b);
     split16(_mm256_or_si256(_mm256_add_epi16(n, n), one), s);
-  } else {  // the eight chunk scales as 16-bit words, in both halves
+  } else {  // the eight chunk scales, in both halves
     const __m256i n = chunk_nibbles(b);
-    const __m256i w = _mm256_packs_epi32(n, n);  // per half: its four scales twice
-    const __m256i chunk = _mm256_permute4x64_epi64(w, 0x88);
-    s.lo = _mm256_or_si256(_mm256_add_epi16(chunk, chunk), one);
+    s.lo = eight_scales(_mm256_or_si256(_mm256_add_epi32(n, n), _mm256_set1_epi32(1)));
     s.hi = s.lo;
   }
   s.sums = _mm256_setzero_si256();
