@@ -309,9 +309,20 @@ template <class Block>
 constexpr bool kSignBits =
     kGridIQ<Block> && !std::is_same_v<Block, BlockIQ1_S> && !std::is_same_v<Block, BlockIQ1_M>;
 
+// Grid points gathered into a register by broadcasts and blends: loads and any-port operations where
+// inserting them would queue every step on the one shuffle port.
+TESSERA_AVX2_INLINE __m256i all64(uint64_t g) { return _mm256_set1_epi64x(static_cast<int64_t>(g)); }
+TESSERA_AVX2_INLINE __m256i all32(uint32_t g) { return _mm256_set1_epi32(static_cast<int>(g)); }
 TESSERA_AVX2_INLINE __m256i words(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3) {
-  return _mm256_set_epi64x(static_cast<int64_t>(g3), static_cast<int64_t>(g2), static_cast<int64_t>(g1),
-                           static_cast<int64_t>(g0));
+  return _mm256_blend_epi32(_mm256_blend_epi32(all64(g0), all64(g1), 0x0c),
+                            _mm256_blend_epi32(all64(g2), all64(g3), 0xc0), 0xf0);
+}
+TESSERA_AVX2_INLINE __m256i dwords(const uint32_t (&g)[8]) {
+  const __m256i a = _mm256_blend_epi32(all32(g[0]), all32(g[1]), 0x02);
+  const __m256i b = _mm256_blend_epi32(all32(g[2]), all32(g[3]), 0x08);
+  const __m256i c = _mm256_blend_epi32(all32(g[4]), all32(g[5]), 0x20);
+  const __m256i d = _mm256_blend_epi32(all32(g[6]), all32(g[7]), 0x80);
+  return _mm256_blend_epi32(_mm256_blend_epi32(a, b, 0x0c), _mm256_blend_epi32(c, d, 0xc0), 0xf0);
 }
 
 // IQ2_XXS, IQ2_XS and IQ3_XXS store four 7-bit sign indices per chunk (packed_signs: bits 7l..7l + 6),
@@ -339,30 +350,28 @@ TESSERA_AVX2_INLINE uint32_t packed_signs(const BlockIQ2_XS& b, int c) {
 }
 TESSERA_AVX2_INLINE __m256i grid_points(const BlockIQ2_S& b, int c) {
   const uint8_t* q = b.qs + 4 * c;
-  const int qh = b.qh[c];
+  const uint32_t qh = b.qh[c];
   const auto& G = iq::kIq2sGrid;
-  return words(G[q[0] | ((qh << 8) & 0x300)], G[q[1] | ((qh << 6) & 0x300)], G[q[2] | ((qh << 4) & 0x300)],
-               G[q[3] | ((qh << 2) & 0x300)]);
+  return words(G[q[0] | ((qh << 8) & 0x300u)], G[q[1] | ((qh << 6) & 0x300u)], G[q[2] | ((qh << 4) & 0x300u)],
+               G[q[3] | ((qh << 2) & 0x300u)]);
 }
 TESSERA_AVX2_INLINE uint32_t sign_bits(const BlockIQ2_S& b, int c) { return iq::load_u32(b.qs + 32 + 4 * c); }
 TESSERA_AVX2_INLINE __m256i grid_points(const BlockIQ3_XXS& b, int c) {
   const uint8_t* q = b.qs + 8 * c;
   const auto& G = iq::kIq3xxsGrid;
-  auto pair = [&](int l) { return G[q[2 * l]] | (static_cast<uint64_t>(G[q[2 * l + 1]]) << 32); };
-  return words(pair(0), pair(1), pair(2), pair(3));
+  const uint32_t g[8] = {G[q[0]], G[q[1]], G[q[2]], G[q[3]], G[q[4]], G[q[5]], G[q[6]], G[q[7]]};
+  return dwords(g);
 }
 TESSERA_AVX2_INLINE uint32_t packed_signs(const BlockIQ3_XXS& b, int c) {
   return iq::load_u32(b.qs + 64 + 4 * c);
 }
 TESSERA_AVX2_INLINE __m256i grid_points(const BlockIQ3_S& b, int c) {
   const uint8_t* q = b.qs + 8 * c;
-  const int qh = b.qh[c];
+  const uint32_t qh = b.qh[c];  // bit i: the ninth bit of point i's index
   const auto& G = iq::kIq3sGrid;
-  auto pair = [&](int l) {
-    return G[q[2 * l] | ((qh << (8 - 2 * l)) & 256)] |
-           (static_cast<uint64_t>(G[q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)]) << 32);
-  };
-  return words(pair(0), pair(1), pair(2), pair(3));
+  auto at = [&](int i) { return G[q[i] | ((qh << (8 - i)) & 256u)]; };
+  const uint32_t g[8] = {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)};
+  return dwords(g);
 }
 TESSERA_AVX2_INLINE uint32_t sign_bits(const BlockIQ3_S& b, int c) { return iq::load_u32(b.signs + 4 * c); }
 
