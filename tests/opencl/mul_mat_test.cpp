@@ -241,3 +241,49 @@ TEST(OpenClMulMat, WeightViewsAtARowOffsetOnTheGemmPath) {
   if (!opencl::mul_mat_has_gemm()) GTEST_SKIP() << "built without CLBlast: MUL_MAT has no GEMM path";
   check_weight_views_at_a_row_offset(Path::Gemm);
 }
+
+TEST(OpenClMulMatId, EachTokenGetsItsExpertsProductsAndABadIdGivesNaN) {
+  // 3 experts of 2 rows, 2 slots, ids 5 and -1 outside [0, 3); small integers, so every sum is exact
+  // and the result must equal the hand product. All 7 tokens take the grouped path (mul_mat.cl:
+  // expert 1 takes more tokens than a group of columns holds, expert 2 none); each token alone the
+  // per-output one.
+  constexpr int64_t kK = 64, kM = 2, kE = 3, kUsed = 2, kT = 7;
+  const std::vector<int> ids{1, 0, 1, 5, 0, 1, 1, -1, 1, 0, 1, 1, 0, 1};  // [slot, token]
+  std::vector<float> as(kK * kM * kE), b(kK * kT);
+  for (size_t i = 0; i < as.size(); ++i) as[i] = static_cast<float>(static_cast<int>(i * 7 % 11) - 5);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i * 5 % 9) - 4);
+  auto check = [&](int dev, int64_t t0, int64_t tokens) {
+    SCOPED_TRACE(fmt::format("OpenCL{} tokens {}..{}", dev, t0, t0 + tokens - 1));
+    const std::vector<float> got = test::run_on_device(dev, [&](Context& ctx) {
+      Tensor* a = ctx.new_tensor(DType::F32, kK, kM, kE);
+      Tensor* y = ctx.new_tensor(DType::F32, kK, 1, tokens);
+      Tensor* id = ctx.new_tensor(DType::I32, kUsed, tokens);
+      return test::DeviceGraph{
+          {{a, as},
+           {y, std::vector<float>(b.begin() + t0 * kK, b.begin() + (t0 + tokens) * kK)},
+           {id, std::vector<float>(ids.begin() + t0 * kUsed, ids.begin() + (t0 + tokens) * kUsed)}},
+          ops::mul_mat_id(ctx, a, y, id)};
+    });
+    ASSERT_EQ(got.size(), static_cast<size_t>(kM * kUsed * tokens));
+    for (int64_t t = t0; t < t0 + tokens; ++t)
+      for (int64_t e = 0; e < kUsed; ++e) {
+        const int x = ids[static_cast<size_t>(t * kUsed + e)];
+        for (int64_t m = 0; m < kM; ++m) {
+          const float v = got[static_cast<size_t>(((t - t0) * kUsed + e) * kM + m)];
+          if (x < 0 || x >= kE) {
+            EXPECT_TRUE(std::isnan(v)) << "token " << t << " slot " << e;
+            continue;
+          }
+          double want = 0.0;
+          for (int64_t k = 0; k < kK; ++k)
+            want += static_cast<double>(as[static_cast<size_t>((x * kM + m) * kK + k)]) *
+                    b[static_cast<size_t>(t * kK + k)];
+          EXPECT_EQ(v, static_cast<float>(want)) << "token " << t << " slot " << e << " row " << m;
+        }
+      }
+  };
+  for (int dev = 0; dev < 2; ++dev) {
+    check(dev, 0, kT);
+    for (int64_t t = 0; t < kT; ++t) check(dev, t, 1);
+  }
+}

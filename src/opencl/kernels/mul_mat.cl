@@ -309,43 +309,115 @@ kernel void mul_mat_weights_f32(global const char* a, ulong a_off, ulong a_doff,
 }
 
 // MUL_MAT_ID: dst[m, e, t] = sum_k a[k, m, ids[e, t]] * y[k, e % B1, t], y being b as the weights
-// multiply it (contiguous f32 rows [K, B1, T], rounded as MUL_MAT rounds b: mul_mat_prepare_b). A
-// work-group per (m, e, t): each item sums a strided share of the row (32-element chunks of block
-// weights, decoded as load_chunk does; single elements of float weights), then the shares are added
-// in local memory, so a token's result never depends on the other tokens or slots. An expert id
-// outside [0, E) gives NaN (the CPU refuses it with an Error, which a kernel cannot raise).
-// Grid: (M groups, n_used, T).
-kernel void mul_mat_id(global const char* a, ulong a_off, ulong a_doff, int a_type, long4 ane, ulong4 anb,
-                       global const char* y, ulong y_off, long B1, global const char* ids, ulong ids_off,
-                       ulong4 inb, global char* d, ulong d_off, ulong4 dnb) {
-  local float buf[MV_WG];
-  const long m = get_group_id(0), e = get_global_id(1), t = get_global_id(2);
+// multiply it (contiguous f32 rows [K, B1, T], rounded as MUL_MAT rounds b: mul_mat_prepare_b). For
+// batches where experts take several tokens, the tokens are grouped by expert so that each expert's
+// rows are read once per MV_NC of its tokens: mul_mat_id_routes lists each expert's (slot, token)
+// pairs, mul_mat_id walks them. For a few tokens (generation) mul_mat_id_each computes each output
+// from its expert's row. Both sum a pair in the same operations (a strided share of the row per item:
+// 32-element chunks of block weights decoded as load_chunk does, single elements of float weights;
+// the shares added in local memory in the same tree), so a token's result never depends on the
+// other tokens, their slots or the path. An expert id outside [0, E) gives NaN (the CPU refuses it
+// with an Error, which a kernel cannot raise).
+
+// The share of row m of expert x (quantized: from block blk0) that item lid of nl sums for pair c,
+// added to acc[c] for the first nc pairs of yc.
+inline void mmid_shares(global const char* a, global const char* a_d, int a_type, long blk0,
+                        global const char* row, ulong stride, long K, global const float** yc, int nc, float* acc) {
   const int lid = get_local_id(0), nl = get_local_size(0);
+  if (is_quant(a_type)) {
+    const int chunks = (int)(block_elems(a_type) / QK);
+    for (long ch = lid; ch < K / QK; ch += nl) {
+      float w[QK];
+      load_chunk(a, a_d, blk0 + ch / chunks, (int)(ch % chunks), a_type, w);
+      for (int c = 0; c < nc; ++c) {
+        float s = 0.0f;
+        for (int j = 0; j < QK; j += 4)
+          s += dot4((float4)(w[j], w[j + 1], w[j + 2], w[j + 3]), vload4(0, yc[c] + ch * QK + j));
+        acc[c] += s;
+      }
+    }
+  } else {
+    for (long k = lid; k < K; k += nl) {
+      const float w = load_f32(row + k * stride, a_type);
+      for (int c = 0; c < nc; ++c) acc[c] += w * yc[c][k];
+    }
+  }
+}
+
+// Grid: (M groups, n_used, T).
+kernel void mul_mat_id_each(global const char* a, ulong a_off, ulong a_doff, int a_type, long4 ane, ulong4 anb,
+                            global const char* y, ulong y_off, long B1, global const char* ids, ulong ids_off,
+                            ulong4 inb, global char* d, ulong d_off, ulong4 dnb) {
+  local float buf[MV_NC * MV_WG];
+  const long m = get_group_id(0), e = get_global_id(1), t = get_global_id(2);
   const long K = ane.s0;
   const int expert = *(global const int*)(ids + ids_off + e * inb.s0 + t * inb.s1);
   const bool bad = expert < 0 || expert >= ane.s2;
-  global const float* yc = (global const float*)(y + y_off) + (t * B1 + e % B1) * K;
-  float acc = 0.0f;
-  if (!bad && is_quant(a_type)) {
-    const int chunks = (int)(block_elems(a_type) / QK);
-    const long blk0 = (long)((m * anb.s1 + expert * anb.s2) / (ulong)block_bytes(a_type));
-    for (long ch = lid; ch < K / QK; ch += nl) {
-      float x[QK];
-      load_chunk(a + a_off, a + a_doff, blk0 + ch / chunks, (int)(ch % chunks), a_type, x);
-      float s = 0.0f;
-      for (int j = 0; j < QK; j += 4)
-        s += dot4((float4)(x[j], x[j + 1], x[j + 2], x[j + 3]), vload4(0, yc + ch * QK + j));
-      acc += s;
+  global const float* yc[MV_NC];
+  yc[0] = (global const float*)(y + y_off) + (t * B1 + e % B1) * K;
+  float acc[MV_NC];
+  for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;
+  if (!bad) {
+    const ulong at = m * anb.s1 + expert * anb.s2;
+    mmid_shares(a + a_off, a + a_doff, a_type, is_quant(a_type) ? (long)(at / (ulong)block_bytes(a_type)) : 0,
+                a + a_off + at, anb.s0, K, yc, 1, acc);
+  }
+  mv_reduce(acc, buf);
+  if (get_local_id(0) == 0)
+    *(global float*)(d + d_off + m * dnb.s0 + e * dnb.s1 + t * dnb.s2) = bad ? NAN : buf[0];
+}
+
+// Grid: E + 1 items. Item x lists, in token order, the pairs p = t * n_used + e that route to expert x
+// (x == E: the ids outside [0, E)), at routes[x * n_used * T ...], and their count.
+kernel void mul_mat_id_routes(global const char* ids, ulong ids_off, ulong4 inb, long n_used, long T, long E,
+                              global char* routes, ulong routes_off, global char* counts, ulong counts_off) {
+  const long x = get_global_id(0);
+  global int* r = (global int*)(routes + routes_off) + x * n_used * T;
+  int n = 0;
+  for (long t = 0; t < T; ++t)
+    for (long e = 0; e < n_used; ++e) {
+      const int id = *(global const int*)(ids + ids_off + e * inb.s0 + t * inb.s1);
+      const long bucket = id < 0 || id >= E ? E : id;
+      if (bucket == x) r[n++] = (int)(t * n_used + e);
     }
-  } else if (!bad) {
-    global const char* row = a + a_off + m * anb.s1 + expert * anb.s2;
-    for (long k = lid; k < K; k += nl) acc += load_f32(row + k * anb.s0, a_type) * yc[k];
+  ((global int*)(counts + counts_off))[x] = n;
+}
+
+// A work-group per (m, expert): MV_NC routed pairs at a time. Grid: (M groups, E + 1).
+kernel void mul_mat_id(global const char* a, ulong a_off, ulong a_doff, int a_type, long4 ane, ulong4 anb,
+                       global const char* y, ulong y_off, long B1, long n_used, long T, global const char* routes,
+                       ulong routes_off, global const char* counts, ulong counts_off, global char* d, ulong d_off,
+                       ulong4 dnb) {
+  local float buf[MV_NC * MV_WG];
+  const long m = get_group_id(0), x = get_global_id(1);
+  const int lid = get_local_id(0);
+  const long K = ane.s0, E = ane.s2;
+  const int n = ((global const int*)(counts + counts_off))[x];
+  global const int* r = (global const int*)(routes + routes_off) + x * n_used * T;
+  if (x == E) {
+    if (lid == 0)
+      for (int i = 0; i < n; ++i)
+        *(global float*)(d + d_off + m * dnb.s0 + (r[i] % n_used) * dnb.s1 + (r[i] / n_used) * dnb.s2) = NAN;
+    return;
   }
-  buf[lid] = acc;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = nl / 2; s > 0; s >>= 1) {
-    if (lid < s) buf[lid] += buf[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
+  const ulong at = m * anb.s1 + x * anb.s2;
+  const long blk0 = is_quant(a_type) ? (long)(at / (ulong)block_bytes(a_type)) : 0;
+  for (int j0 = 0; j0 < n; j0 += MV_NC) {
+    const int nc = min(MV_NC, n - j0);
+    global const float* yc[MV_NC];
+    for (int c = 0; c < nc; ++c) {
+      const int p = r[j0 + c];
+      yc[c] = (global const float*)(y + y_off) + ((p / n_used) * B1 + (p % n_used) % B1) * K;
+    }
+    float acc[MV_NC];
+    for (int c = 0; c < MV_NC; ++c) acc[c] = 0.0f;
+    mmid_shares(a + a_off, a + a_doff, a_type, blk0, a + a_off + at, anb.s0, K, yc, nc, acc);
+    mv_reduce(acc, buf);
+    if (lid == 0)
+      for (int c = 0; c < nc; ++c) {
+        const int p = r[j0 + c];
+        *(global float*)(d + d_off + m * dnb.s0 + (p % n_used) * dnb.s1 + (p / n_used) * dnb.s2) = buf[c * MV_WG];
+      }
+    barrier(CLK_LOCAL_MEM_FENCE);  // buf is the next group's
   }
-  if (lid == 0) *(global float*)(d + d_off + m * dnb.s0 + e * dnb.s1 + t * dnb.s2) = bad ? NAN : buf[0];
 }

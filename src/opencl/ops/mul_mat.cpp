@@ -399,17 +399,36 @@ void run_mul_mat_id(const device::OpContext& ctx, Tensor& node) {
   const TensorArg at = tensor_arg(ctx, a);
   const TensorArg it = tensor_arg(ctx, ids);
   const TensorArg d = tensor_arg(ctx, node);
+  const int64_t experts = a.ne[2], n_used = ids.ne[0];
   const cl_long B1 = b1;
   const cl_ulong y_off = yo.offset;
-  cl_kernel kern = kernel_of(ctx, "mul_mat", "mul_mat_id");
-  set_args(ctx, kern, at.mem, at.offset, at.scale_offset, at.type, at.ne, at.nb, yo.mem, y_off, B1, it.mem,
-           it.offset, it.nb, d.mem, d.offset, d.nb);
   const int64_t per_item = is_quantized(a.type) ? kQuantBlock : 1;
-  launch_groups(
-      ctx, kern, {static_cast<size_t>(a.ne[1]), static_cast<size_t>(ids.ne[0]), static_cast<size_t>(tokens)},
-      group_size(
-          ctx, kern,
-          std::min(kVecGroup, pow2_at_least(static_cast<size_t>(std::max<int64_t>(1, k / per_item))))));
+  const size_t want =
+      std::min(kVecGroup, pow2_at_least(static_cast<size_t>(std::max<int64_t>(1, k / per_item))));
+  if (tokens * n_used <= experts) {  // about a token per expert: each output from its expert's row
+    cl_kernel kern = kernel_of(ctx, "mul_mat", "mul_mat_id_each");
+    set_args(ctx, kern, at.mem, at.offset, at.scale_offset, at.type, at.ne, at.nb, yo.mem, y_off, B1, it.mem,
+             it.offset, it.nb, d.mem, d.offset, d.nb);
+    launch_groups(ctx, kern,
+                  {static_cast<size_t>(a.ne[1]), static_cast<size_t>(n_used), static_cast<size_t>(tokens)},
+                  group_size(ctx, kern, want));
+    return;
+  }
+  // Each expert's (slot, token) pairs, then the products expert by expert (mul_mat.cl).
+  device::Scratch routes(*ctx.pool, static_cast<size_t>((experts + 1) * n_used * tokens) * sizeof(cl_int));
+  device::Scratch counts(*ctx.pool, static_cast<size_t>(experts + 1) * sizeof(cl_int));
+  const ClAddress ro = address_arg(ctx, routes.data(), routes.size());
+  const ClAddress co = address_arg(ctx, counts.data(), counts.size());
+  const cl_long used = n_used, t_count = tokens, e_count = experts;
+  const cl_ulong ro_off = ro.offset, co_off = co.offset;
+  cl_kernel route = kernel_of(ctx, "mul_mat", "mul_mat_id_routes");
+  set_args(ctx, route, it.mem, it.offset, it.nb, used, t_count, e_count, ro.mem, ro_off, co.mem, co_off);
+  launch(ctx, route, {static_cast<size_t>(experts + 1), 1, 1});
+  cl_kernel kern = kernel_of(ctx, "mul_mat", "mul_mat_id");
+  set_args(ctx, kern, at.mem, at.offset, at.scale_offset, at.type, at.ne, at.nb, yo.mem, y_off, B1, used,
+           t_count, ro.mem, ro_off, co.mem, co_off, d.mem, d.offset, d.nb);
+  launch_groups(ctx, kern, {static_cast<size_t>(a.ne[1]), static_cast<size_t>(experts + 1), 1},
+                group_size(ctx, kern, want));
 }
 
 }  // namespace
