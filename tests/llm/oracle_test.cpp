@@ -131,7 +131,7 @@ const Oracle kFixtureOracles[] = {
     {"tiny-granite-f32", 2e-6, "archs"},
     {"tiny-granite-norope-f32", 2e-6, "archs"},
     {"tiny-smollm3-f32", 2e-6, "archs"},
-    {"tiny-granite-q4_k_m", 5e-4, "archs"},
+    {"tiny-granite-q4_k_m", 5e-5, "archs"},  // with rope_freqs; llama.cpp -fa 0 vs -fa 1: 5.2e-6
     // This file amplifies rounding: llama.cpp's own logits with -fa 0 and -fa 1 (F16 cache) differ
     // by NMSE 7.3e-4, so the bound is that spread (Tessera: 7.2e-4 from -fa 1, 6.4e-4 from -fa 0).
     {"tiny-smollm3-q4_k_m", 1e-3, "archs"},
