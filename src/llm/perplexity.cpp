@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "core/check.h"
@@ -63,14 +64,6 @@ void eval_chunk(Session& session, std::span<const Token> chunk, Token bos, int64
     const std::vector<float>& logits = session.decode(batch);
     out.insert(out.end(), logits.begin(), logits.end());
   }
-}
-
-// -log softmax(logits)[tok], as llama-perplexity's (float exponentials summed in double).
-double nll_of(std::span<const float> logits, Token tok) {
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum_exp = 0.0;
-  for (float l : logits) sum_exp += std::exp(l - max_logit);
-  return -(static_cast<double>(logits[static_cast<size_t>(tok)] - max_logit) - std::log(sum_exp));
 }
 
 // One position's record of a .kld file (record_words(n_vocab) words).
@@ -234,6 +227,39 @@ KlDivergenceBaseInfo read_base_header(std::FILE* f, const std::string& path) {
 
 }  // namespace
 
+double token_nll(std::span<const float> logits, Token tok) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double sum_exp = 0.0;
+  for (float l : logits) sum_exp += std::exp(l - max_logit);
+  return -(static_cast<double>(logits[static_cast<size_t>(tok)] - max_logit) - std::log(sum_exp));
+}
+
+void NllSums::add_chunk(std::span<const float> logits, std::span<const Token> chunk) {
+  const auto n_ctx = static_cast<int64_t>(chunk.size());
+  const int64_t first = n_ctx / 2, n_scored = scored_per_chunk(n_ctx);
+  TESSERA_ASSERT(n_scored > 0 && logits.size() % static_cast<size_t>(n_scored) == 0);
+  const size_t n_vocab = logits.size() / static_cast<size_t>(n_scored);
+  for (int64_t i = 0; i < n_scored; ++i)
+    add(token_nll(logits.subspan(static_cast<size_t>(i) * n_vocab, n_vocab),
+                  chunk[static_cast<size_t>(first + i + 1)]));
+}
+
+double NllSums::ppl() const {
+  return count > 0 ? std::exp(nll / static_cast<double>(count)) : std::numeric_limits<double>::quiet_NaN();
+}
+
+PerplexityResult NllSums::result(int64_t n_chunks) const {
+  PerplexityResult r;
+  r.n_chunks = n_chunks;
+  r.n_scored = count;
+  if (count == 0) return r;
+  r.mean_nll = nll / static_cast<double>(count);
+  r.ppl = std::exp(r.mean_nll);
+  const double var = nll2 / static_cast<double>(count) - r.mean_nll * r.mean_nll;
+  r.ppl_error = var > 0 && count > 1 ? std::sqrt(var / static_cast<double>(count - 1)) * r.ppl : 0.0;
+  return r;
+}
+
 Estimate KlDivergenceStats::ppl() const {
   const Estimate l = mean_and_error(sum_nll, sum_nll2, count);
   return {std::exp(l.value), std::exp(l.value) * l.error};
@@ -353,8 +379,7 @@ PerplexityResult perplexity(Session& session, const Vocab& vocab, std::span<cons
     records.assign(static_cast<size_t>(n_scored * nv), 0);
   }
 
-  double nll = 0.0, nll2 = 0.0;
-  int64_t count = 0;
+  NllSums sums;
   std::vector<float> logits;
   for (int64_t c = 0; c < n_chunks; ++c) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -365,27 +390,18 @@ PerplexityResult perplexity(Session& session, const Vocab& vocab, std::span<cons
       raise(ErrorCode::InvalidArgument,
             "perplexity: the model gives {} logits per token, the vocabulary has {} tokens",
             static_cast<int64_t>(logits.size()) / (n_ctx - first), n_vocab);
-    for (int64_t i = 0; i < n_scored; ++i) {
-      const std::span<const float> row(logits.data() + i * n_vocab, static_cast<size_t>(n_vocab));
-      const double v = nll_of(row, chunk[static_cast<size_t>(first + i + 1)]);
-      nll += v;
-      nll2 += v * v;
-      if (base) quantize_log_probs(row, records.data() + i * nv);
+    // (the last position's row scores nothing)
+    sums.add_chunk(std::span<const float>(logits).first(static_cast<size_t>(n_scored * n_vocab)), chunk);
+    if (base) {
+      for (int64_t i = 0; i < n_scored; ++i)
+        quantize_log_probs(std::span<const float>(logits.data() + i * n_vocab, static_cast<size_t>(n_vocab)),
+                           records.data() + i * nv);
+      base->write(records.data(), records.size() * sizeof(uint16_t));
     }
-    if (base) base->write(records.data(), records.size() * sizeof(uint16_t));
-    count += n_scored;
-    if (on_chunk) on_chunk({c + 1, n_chunks, std::exp(nll / static_cast<double>(count)), seconds_since(t0)});
+    if (on_chunk) on_chunk({c + 1, n_chunks, sums.ppl(), seconds_since(t0)});
   }
   if (base) base->commit();
-
-  PerplexityResult r;
-  r.n_chunks = n_chunks;
-  r.n_scored = count;
-  r.mean_nll = nll / static_cast<double>(count);
-  r.ppl = std::exp(r.mean_nll);
-  const double var = nll2 / static_cast<double>(count) - r.mean_nll * r.mean_nll;
-  r.ppl_error = var > 0 && count > 1 ? std::sqrt(var / static_cast<double>(count - 1)) * r.ppl : 0.0;
-  return r;
+  return sums.result(n_chunks);
 }
 
 KlDivergenceResult kl_divergence(Session& session, const Vocab& vocab, const std::string& base_path,

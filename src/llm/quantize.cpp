@@ -10,11 +10,11 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 #include <thread>
 
 #include "core/check.h"
+#include "llm/imatrix_file.h"
 #include "tessera/quant.h"
 
 namespace tessera::llm {
@@ -472,133 +472,31 @@ void convert_tensor(const gguf::TensorInfo& src, const std::byte* data, DType to
     if (e) std::rethrow_exception(e);
 }
 
-// An imatrix GGUF: NAME.in_sum2 / NAME.counts pairs (llama-imatrix's layout).
-ImportanceMatrix read_gguf_imatrix(const std::string& path) {
-  const gguf::File f = gguf::File::open(path);
-  for (const char* key : {"imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"})
-    if (f.find(key) == nullptr)
-      raise(ErrorCode::CorruptFile, "{}: no {} (not an importance matrix from llama-imatrix)", path, key);
+}  // namespace
+
+ImportanceMatrix read_imatrix(const std::string& path) {
+  const ImatrixFile file = read_imatrix_file(path);
   ImportanceMatrix m;
-  m.datasets = f.get_string_array("imatrix.datasets");
-  m.chunk_count = static_cast<int>(std::clamp<int64_t>(f.get_int("imatrix.chunk_count"), 0, 1 << 30));
-  std::map<std::string, std::pair<const gguf::TensorInfo*, const gguf::TensorInfo*>> pairs;
-  auto strip = [](const std::string& name, std::string_view suffix, std::string& base) {
-    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      return false;
-    base = name.substr(0, name.size() - suffix.size());
-    return true;
-  };
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    std::string base;
-    if (strip(t.name, ".in_sum2", base))
-      pairs[base].first = &t;
-    else if (strip(t.name, ".counts", base))
-      pairs[base].second = &t;
-  }
-  if (pairs.empty()) raise(ErrorCode::CorruptFile, "{}: no .in_sum2 / .counts tensors", path);
-  for (const auto& [name, pair] : pairs) {
-    const auto [sums, counts] = pair;
-    if (sums == nullptr || counts == nullptr)
-      raise(ErrorCode::CorruptFile, "{}: tensor {} has {} but no {}", path, name, sums ? "in_sum2" : "counts",
-            sums ? "counts" : "in_sum2");
-    const int64_t ne0 = sums->ne[0], n_mat = sums->ne[1];
-    if (sums->type_id != 0 || counts->type_id != 0 || sums->ne[2] != 1 || sums->ne[3] != 1 ||
-        counts->ne[0] != 1 || counts->ne[1] != n_mat || counts->ne[2] != 1 || counts->ne[3] != 1)
-      raise(ErrorCode::CorruptFile,
-            "{}: {}: in_sum2 must be f32 [n, matrices] and counts f32 [1, matrices] (got {} [{}, {}] and {} "
-            "[{}, {}])",
-            path, name, sums->type_name(), ne0, n_mat, counts->type_name(), counts->ne[0], counts->ne[1]);
-    const auto* sum = reinterpret_cast<const float*>(f.tensor_data(*sums));
-    const auto* count = reinterpret_cast<const float*>(f.tensor_data(*counts));
-    std::vector<float> values(static_cast<size_t>(ne0 * n_mat));
-    for (int64_t j = 0; j < n_mat; ++j) {
-      float c;
-      std::memcpy(&c, count + j, 4);
-      for (int64_t i = 0; i < ne0; ++i) {
-        float v;
-        std::memcpy(&v, sum + j * ne0 + i, 4);
+  m.datasets = file.datasets;
+  m.chunk_count = static_cast<int>(file.chunk_count);
+  for (const ImatrixFileEntry& e : file.entries) {
+    std::vector<float> values = e.in_sum2;
+    const size_t per_count = values.size() / e.counts.size();
+    for (size_t i = 0; i < values.size(); ++i) {
+      const float c = e.counts[i / per_count];
+      if (file.legacy) {
+        if (c > 0) values[i] /= c;  // means times ncall
+      } else {
         // A matrix that never saw input during calibration counts as all ones (llama-quantize).
-        values[static_cast<size_t>(j * ne0 + i)] = c > 0 ? v / c : 1.0f;
+        values[i] = c > 0 ? values[i] / c : 1.0f;
       }
     }
     for (float v : values)
       if (!std::isfinite(v))
-        raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, name);
-    m.values.emplace(name, std::move(values));
+        raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, e.name);
+    m.values.emplace(e.name, std::move(values));
   }
   return m;
-}
-
-// The legacy binary imatrix (.dat): int32 entry count, then per entry the name (int32 length and
-// bytes), int32 call count, int32 value count and the values (means times the call count);
-// optionally the last chunk and the dataset name after them.
-ImportanceMatrix read_legacy_imatrix(const std::string& path, const std::vector<char>& bytes) {
-  size_t at = 0;
-  auto need = [&](size_t n, const char* what) {
-    if (bytes.size() - at < n) raise(ErrorCode::CorruptFile, "{}: truncated at byte {} ({})", path, at, what);
-  };
-  auto i32 = [&](const char* what) {
-    need(4, what);
-    int32_t v;
-    std::memcpy(&v, bytes.data() + at, 4);
-    at += 4;
-    return v;
-  };
-  ImportanceMatrix m;
-  const int32_t n_entries = i32("entry count");
-  if (n_entries < 1)
-    raise(ErrorCode::CorruptFile, "{}: {} entries (not an importance matrix?)", path, n_entries);
-  for (int32_t e = 0; e < n_entries; ++e) {
-    const int32_t len = i32("name length");
-    if (len < 1 || len > 4096) raise(ErrorCode::CorruptFile, "{}: entry {}: name of {} bytes", path, e, len);
-    need(static_cast<size_t>(len), "name");
-    std::string name(bytes.data() + at, static_cast<size_t>(len));
-    at += static_cast<size_t>(len);
-    const int32_t ncall = i32("call count");
-    const int32_t nval = i32("value count");
-    if (nval < 1) raise(ErrorCode::CorruptFile, "{}: entry {}: {} values", path, name, nval);
-    need(static_cast<size_t>(nval) * 4, "values");
-    std::vector<float> values(static_cast<size_t>(nval));
-    std::memcpy(values.data(), bytes.data() + at, values.size() * 4);
-    at += values.size() * 4;
-    if (ncall > 0)
-      for (float& v : values) v /= static_cast<float>(ncall);
-    for (float v : values)
-      if (!std::isfinite(v))
-        raise(ErrorCode::CorruptFile, "{}: tensor {} has a non-finite importance", path, name);
-    if (!m.values.emplace(name, std::move(values)).second)
-      raise(ErrorCode::CorruptFile, "{}: tensor {} appears twice", path, name);
-  }
-  if (at < bytes.size()) {
-    m.chunk_count = std::max(0, i32("last chunk"));
-    const int32_t len = i32("dataset name length");
-    if (len < 0) raise(ErrorCode::CorruptFile, "{}: dataset name of {} bytes", path, len);
-    need(static_cast<size_t>(len), "dataset name");
-    m.datasets.emplace_back(bytes.data() + at, static_cast<size_t>(len));
-  }
-  return m;
-}
-
-}  // namespace
-
-ImportanceMatrix read_imatrix(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    raise(ErrorCode::Io, "importance matrix {}: not a readable file", path);
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  in.read(magic, 4);
-  if (!in) raise(ErrorCode::CorruptFile, "importance matrix {}: shorter than 4 bytes", path);
-  if (std::memcmp(magic, "GGUF", 4) == 0) return read_gguf_imatrix(path);
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<size_t>(in.tellg());
-  if (size > (size_t{1} << 32))
-    raise(ErrorCode::CorruptFile, "importance matrix {}: {} bytes is too large", path, size);
-  std::vector<char> bytes(size);
-  in.seekg(0);
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in) raise(ErrorCode::Io, "importance matrix {}: read failed", path);
-  return read_legacy_imatrix(path, bytes);
 }
 
 const std::vector<FileType>& file_types() {

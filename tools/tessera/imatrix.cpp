@@ -22,18 +22,44 @@ namespace tessera::cli {
 namespace {
 
 struct ImatrixArgs {
-  std::string model, file, out = "imatrix.gguf";
-  int64_t n_ctx = 512, n_batch = 2048, chunks = -1, first_chunk = 0;
+  std::string model, file, out = "imatrix.gguf", format = "gguf";
+  std::vector<std::string> in_files;
+  int64_t n_ctx = 512, n_batch = 2048, chunks = -1, first_chunk = 0, save_every = 0, output_every = 10;
   int threads = 0;
-  bool process_output = false, no_mmap = false;
+  bool process_output = false, no_mmap = false, no_ppl = false;
 };
 
-void run_imatrix(const ImatrixArgs& a) {
-  std::ifstream in(a.file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::Io, fmt::format("cannot open the text file {}", a.file));
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::Io, fmt::format("cannot open the text file {}", path));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(ErrorCode::Io, fmt::format("cannot read {}", a.file));
+  if (in.bad()) throw Error(ErrorCode::Io, fmt::format("cannot read {}", path));
   if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+void run_imatrix(const ImatrixArgs& a) {
+  if (a.file.empty() && a.in_files.empty())
+    throw Error(ErrorCode::InvalidArgument,
+                "imatrix: give a text (-f) to compute an importance matrix, or --in-file files to combine");
+  if (a.file.empty() && !a.model.empty())
+    throw Error(ErrorCode::InvalidArgument, "imatrix: a model (-m) is only read with a text (-f)");
+  if (!a.file.empty() && a.model.empty())
+    throw Error(ErrorCode::InvalidArgument, "imatrix: a text (-f) needs the model (-m) to evaluate it");
+  const auto format = a.format == "dat" ? llm::ImatrixFormat::LegacyDat : llm::ImatrixFormat::Gguf;
+  llm::ImatrixResult r;
+  r.chunk_size = a.n_ctx;
+  for (const std::string& in : a.in_files) {
+    llm::read_imatrix_sums(r, in, a.n_ctx);
+    fmt::print(stderr, "imatrix: read {}\n", in);
+  }
+  if (a.file.empty()) {  // combining only
+    llm::write_imatrix(r, a.out, format);
+    fmt::print("{}: {} tensors combined from {} files ({} chunks of {} tokens)\n", a.out, r.stats.size(),
+               a.in_files.size(), r.chunk_count(), r.chunk_size);
+    return;
+  }
+  const std::string text = read_text(a.file);
 
   llm::LoadOptions lo;
   lo.use_mmap = !a.no_mmap;
@@ -51,16 +77,31 @@ void run_imatrix(const ImatrixArgs& a) {
   io.max_chunks = a.chunks;
   io.first_chunk = a.first_chunk;
   io.process_output = a.process_output;
+  io.compute_ppl = !a.no_ppl;
   io.dataset = std::filesystem::path(a.file).filename().string();
   const std::vector<llm::Token> tokens = llm::perplexity_tokens(vocab, text);
   fmt::print(stderr, "imatrix: {} tokens, chunks of {}\n", tokens.size(), a.n_ctx);
-  const auto start = std::chrono::steady_clock::now();
-  const llm::ImatrixResult r = llm::compute_imatrix(session, vocab, tokens, io, [&](int64_t c, int64_t n) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fmt::print(stderr, "[{}/{}] {:.1f} s\n", c, n, s);
+  // As llama-imatrix: OUT every --output-frequency chunks, OUT.at_N every --save-frequency, both
+  // counted in the result's chunks (those read from --in-file included).
+  int64_t last = r.chunk_count();
+  auto passed = [&](int64_t now, int64_t every) { return every > 0 && now / every > last / every; };
+  llm::compute_imatrix(r, session, vocab, tokens, io, [&](const llm::ImatrixChunk& c) {
+    if (a.no_ppl)
+      fmt::print(stderr, "[{}/{}] {:.2f} s\n", c.chunk, c.n_chunks, c.seconds);
+    else
+      fmt::print(stderr, "[{}/{}] PPL {:.4f}, {:.2f} s\n", c.chunk, c.n_chunks, c.ppl, c.seconds);
+    const int64_t now = r.chunk_count();
+    if (passed(now, a.output_every)) llm::write_imatrix(r, a.out, format);
+    if (passed(now, a.save_every)) llm::write_imatrix(r, fmt::format("{}.at_{}", a.out, now), format);
+    last = now;
   });
-  llm::write_imatrix(r, a.out);
-  fmt::print("{}: {} tensors from {} chunks of {} tokens\n", a.out, r.stats.size(), r.n_chunks, r.chunk_size);
+  llm::write_imatrix(r, a.out, format);
+  if (!a.no_ppl) {
+    const llm::PerplexityResult p = r.nll.result(r.n_chunks);
+    fmt::print("Final estimate: PPL = {:.4f} +/- {:.5f}\n", p.ppl, p.ppl_error);
+  }
+  fmt::print("{}: {} tensors from {} chunks of {} tokens\n", a.out, r.stats.size(), r.chunk_count(),
+             r.chunk_size);
 }
 
 }  // namespace
@@ -68,10 +109,15 @@ void run_imatrix(const ImatrixArgs& a) {
 void add_imatrix(CLI::App& app) {
   auto args = std::make_shared<ImatrixArgs>();
   auto* cmd = app.add_subcommand(
-      "imatrix", "A model's importance matrix over a text (llama-imatrix's GGUF), for quantize --imatrix");
-  cmd->add_option("-m,--model", args->model, "GGUF model file")->required();
-  cmd->add_option("-f,--file", args->file, "calibration text")->required();
+      "imatrix", "A model's importance matrix over a text (llama-imatrix's files), for quantize --imatrix");
+  cmd->add_option("-m,--model", args->model, "GGUF model file (with -f)");
+  cmd->add_option("-f,--file", args->file, "calibration text (without it: combine the --in-file files)");
   cmd->add_option("-o,--output", args->out, "imatrix file to write (default imatrix.gguf)");
+  cmd->add_option("--output-format", args->format, "gguf (default) or dat (llama-imatrix's legacy format)")
+      ->check(CLI::IsMember({"gguf", "dat"}));
+  cmd->add_option("--in-file", args->in_files,
+                  "an importance matrix (GGUF or .dat) to add to; repeat to combine several")
+      ->check(CLI::ExistingFile);
   cmd->add_option("-c,--ctx-size", args->n_ctx, "tokens per chunk")->check(at_least(2))->default_val(512);
   cmd->add_option("--chunk,--from-chunk", args->first_chunk, "start with chunk N of the text (default 0)")
       ->check(non_negative());
@@ -80,8 +126,16 @@ void add_imatrix(CLI::App& app) {
       ->default_val(2048);
   cmd->add_option("--chunks", args->chunks, "evaluate at most N chunks (default: every whole chunk)")
       ->check(at_least(1));
+  cmd->add_option("--output-frequency", args->output_every,
+                  "write the output every N chunks (0: at the end only)")
+      ->check(non_negative())
+      ->default_val(10);
+  cmd->add_option("--save-frequency", args->save_every,
+                  "also write OUTPUT.at_N every N chunks (default 0: never)")
+      ->check(non_negative());
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
   cmd->add_flag("--process-output", args->process_output, "collect output.weight too");
+  cmd->add_flag("--no-ppl", args->no_ppl, "do not compute the running perplexity");
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args] { run_imatrix(*args); });
 }

@@ -69,6 +69,28 @@ struct Estimate {
   double error = 0.0;
 };
 
+// The running sums of a perplexity estimate (shared with llama-imatrix's running perplexity):
+// each scored token's negative log-likelihood, -log softmax(logits)[next token].
+struct NllSums {
+  double nll = 0.0, nll2 = 0.0;
+  int64_t count = 0;
+
+  void add(double token_nll) noexcept {
+    nll += token_nll;
+    nll2 += token_nll * token_nll;
+    ++count;
+  }
+  // Adds a chunk's scored tokens: `logits` holds the rows of positions n_ctx/2 ... n_ctx-2 (n_vocab
+  // each), which score chunk[n_ctx/2 + 1] ... chunk[n_ctx - 1].
+  void add_chunk(std::span<const float> logits, std::span<const Token> chunk);
+  double ppl() const;  // exp(mean NLL); NaN before any token
+  // PPL, its error and the mean NLL over n_chunks chunks.
+  PerplexityResult result(int64_t n_chunks) const;
+};
+
+// -log softmax(logits)[tok], as llama-perplexity computes it (float exponentials summed in double).
+double token_nll(std::span<const float> logits, Token tok);
+
 // The sums over the scored tokens that the KL divergence statistics come from, and those
 // statistics by llama.cpp's formulas (errors are 0 with 10 or fewer tokens). "Q" is the model
 // evaluated, "base" the one that wrote the base file; p and p_base are the probabilities the two
