@@ -657,13 +657,23 @@ void run_fast_id(const ComputeContext& ctx, const Tensor& dst, const Tensor& as,
   char* panels = base + prepared_bytes;
   auto* out = reinterpret_cast<float*>(panels + panel_bytes);
   const size_t copy_bytes = direct ? static_cast<size_t>(s.k) * sizeof(float) : row;
-  ctx.parallel_for(n_pairs, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const int64_t p = order[static_cast<size_t>(j)], e = p % s.n_used, t = p / s.n_used;
-      std::memcpy(panels + static_cast<size_t>(j) * row, pb.base + (e % s.b1) * pb.nb1 + t * pb.nb2,
-                  copy_bytes);
-    }
-  });
+  auto b_row = [&](int64_t p) { return pb.base + (p % s.n_used % s.b1) * pb.nb1 + p / s.n_used * pb.nb2; };
+  auto dst_column = [&](int64_t p) { return dst_at(dst, 0, p % s.n_used, p / s.n_used, 0); };
+  // An expert with a single pair (every expert of a generation step) reads its b row where it is and
+  // writes its column in place; the others' pairs go through the panels.
+  std::vector<int64_t> paneled;
+  for (const int64_t x : used)
+    if (first[static_cast<size_t>(x + 1)] - first[static_cast<size_t>(x)] > 1)
+      for (int64_t j = first[static_cast<size_t>(x)]; j < first[static_cast<size_t>(x + 1)]; ++j)
+        paneled.push_back(j);
+  const auto n_paneled = static_cast<int64_t>(paneled.size());
+  if (n_paneled > 0)
+    ctx.parallel_for(n_paneled, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t j = paneled[static_cast<size_t>(i)];
+        std::memcpy(panels + static_cast<size_t>(j) * row, b_row(order[static_cast<size_t>(j)]), copy_bytes);
+      }
+    });
 
   ctx.parallel_for(item_end.back(), [&](int64_t it0, int64_t it1) {
     TileDriver::Work w;
@@ -671,17 +681,25 @@ void run_fast_id(const ComputeContext& ctx, const Tensor& dst, const Tensor& as,
       const auto i =
           static_cast<size_t>(std::upper_bound(item_end.begin(), item_end.end(), it) - item_end.begin());
       const int64_t x = used[i], j0 = first[static_cast<size_t>(x)];
-      drivers[i].run(it - (i == 0 ? 0 : item_end[i - 1]), x, 0, panels + static_cast<size_t>(j0) * row, row,
-                     out + j0 * s.m, static_cast<size_t>(s.m), w);
+      const int64_t item = it - (i == 0 ? 0 : item_end[i - 1]);
+      if (first[static_cast<size_t>(x + 1)] - j0 == 1) {
+        const int64_t p = order[static_cast<size_t>(j0)];
+        drivers[i].run(item, x, 0, b_row(p), row, dst_column(p), static_cast<size_t>(s.m), w);
+      } else {
+        drivers[i].run(item, x, 0, panels + static_cast<size_t>(j0) * row, row, out + j0 * s.m,
+                       static_cast<size_t>(s.m), w);
+      }
     }
   });
 
-  ctx.parallel_for(n_pairs, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const int64_t p = order[static_cast<size_t>(j)], e = p % s.n_used, t = p / s.n_used;
-      std::memcpy(dst_at(dst, 0, e, t, 0), out + j * s.m, static_cast<size_t>(s.m) * sizeof(float));
-    }
-  });
+  if (n_paneled > 0)
+    ctx.parallel_for(n_paneled, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t j = paneled[static_cast<size_t>(i)];
+        std::memcpy(dst_column(order[static_cast<size_t>(j)]), out + j * s.m,
+                    static_cast<size_t>(s.m) * sizeof(float));
+      }
+    });
 }
 
 }  // namespace
