@@ -413,6 +413,165 @@ ImatrixResult compute_imatrix(Session& session, const Vocab& vocab, std::span<co
   return r;
 }
 
+namespace {
+
+// A weight's per-matrix means as --show-statistics compares them: of the inputs where there are
+// sums, else of their squares; zeros for a matrix that saw nothing.
+std::vector<double> matrix_means(const ImatrixStats& s) {
+  const std::vector<float>& v = s.in_sum.empty() ? s.in_sum2 : s.in_sum;
+  std::vector<double> means(v.size(), 0.0);
+  const size_t row = v.size() / s.counts.size();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int64_t c = s.counts[i / row];
+    if (c > 0) means[i] = static_cast<double>(v[i]) / static_cast<double>(c);
+  }
+  return means;
+}
+
+// blk.N. in a weight's name: N, or -1.
+int64_t block_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4) return -1;
+  int64_t n = 0;
+  for (size_t i = 4; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9' || n > (int64_t{1} << 40)) return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+// The same weight of the layer before (blk.N-1.), or "" for none.
+std::string previous_layer(const std::string& name) {
+  const int64_t n = block_of(name);
+  if (n <= 0) return {};
+  return "blk." + std::to_string(n - 1) + name.substr(name.find('.', 4));
+}
+
+struct Similarity {
+  double cos_sim = 0.0, l2_distance = 0.0;
+};
+Similarity compare(const std::vector<double>& a, const std::vector<double>& b) {
+  double dot = 0.0, na = 0.0, nb = 0.0, d2 = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    dot += a[i] * b[i];
+    na += a[i] * a[i];
+    nb += b[i] * b[i];
+    d2 += (a[i] - b[i]) * (a[i] - b[i]);
+  }
+  Similarity s;
+  if (na > 0.0 && nb > 0.0)
+    s.cos_sim = std::clamp(dot / (std::sqrt(na) * std::sqrt(nb)), -1.0, 1.0);
+  else if (na == 0.0 && nb == 0.0)
+    s.cos_sim = 1.0;
+  s.l2_distance = std::sqrt(d2);
+  return s;
+}
+
+}  // namespace
+
+ImatrixStatistics imatrix_statistics(const ImatrixResult& result) {
+  ImatrixStatistics out;
+  out.legacy = true;
+  struct LayerSums {
+    double sum = 0.0, zd = 0.0;
+    int64_t n = 0;
+    std::vector<double> current, previous;
+  };
+  std::map<int64_t, LayerSums> layers;
+  for (const auto& [name, s] : result.stats) {
+    if (s.counts.empty() || s.in_sum2.empty()) continue;
+    const bool legacy = s.in_sum.empty();
+    out.legacy = out.legacy && legacy;
+    const size_t row = s.in_sum2.size() / s.counts.size();
+    // The values, and the mean squares the entropy takes, of the matrices that saw input.
+    std::vector<double> values, squares;
+    for (size_t i = 0; i < s.in_sum2.size(); ++i) {
+      const int64_t c = s.counts[i / row];
+      if (c <= 0) continue;
+      const double square = static_cast<double>(s.in_sum2[i]) / static_cast<double>(c);
+      squares.push_back(square);
+      values.push_back(legacy ? square : static_cast<double>(s.in_sum[i]) / static_cast<double>(c));
+    }
+    if (values.empty()) continue;
+    ImatrixTensorStatistics t;
+    t.name = name;
+    const int64_t block = block_of(name);
+    t.layer = block >= 0 ? std::to_string(block) : "-";
+    const size_t weight = name.rfind(".weight");
+    const size_t start = weight == std::string::npos ? std::string::npos : name.rfind('.', weight - 1);
+    t.tensor = weight == std::string::npos || start == std::string::npos || start >= weight
+                   ? name
+                   : name.substr(start + 1, weight - start - 1);
+    t.elements = static_cast<int64_t>(values.size());
+    t.min = *std::min_element(values.begin(), values.end());
+    t.max = *std::max_element(values.begin(), values.end());
+    double m2 = 0.0;
+    for (size_t i = 0; i < values.size(); ++i) {  // Welford's running mean and squared deviations
+      t.sum += values[i];
+      const double delta = values[i] - t.mean;
+      t.mean += delta / static_cast<double>(i + 1);
+      m2 += delta * (values[i] - t.mean);
+    }
+    t.std_dev =
+        values.size() > 1 ? std::sqrt(std::max(0.0, m2 / static_cast<double>(values.size() - 1))) : 0.0;
+    double energy = 0.0;
+    for (double q : squares) energy += std::max(0.0, q);
+    if (energy > 0.0)
+      for (double q : squares) {
+        const double p = std::max(0.0, q) / energy;
+        if (p > 0.0) t.entropy -= p * std::log2(p);
+      }
+    if (t.std_dev > 0.0) {
+      int64_t far = 0;
+      for (double v : values) far += std::abs((v - t.mean) / t.std_dev) > 1.0 ? 1 : 0;
+      t.zd_fraction = static_cast<double>(far) / static_cast<double>(values.size());
+    }
+    const std::string before = previous_layer(name);
+    const auto prev = before.empty() ? result.stats.end() : result.stats.find(before);
+    if (prev != result.stats.end() && !prev->second.counts.empty()) {
+      const std::vector<double> now = matrix_means(s), then = matrix_means(prev->second);
+      if (!now.empty() && now.size() == then.size()) {
+        const Similarity sim = compare(now, then);
+        t.cos_sim = sim.cos_sim;
+        t.l2_distance = sim.l2_distance;
+        LayerSums& l = layers[block];
+        l.current.insert(l.current.end(), now.begin(), now.end());
+        l.previous.insert(l.previous.end(), then.begin(), then.end());
+      }
+    }
+    if (block >= 0) {
+      LayerSums& l = layers[block];
+      l.sum += t.sum;
+      l.zd += t.zd_fraction * static_cast<double>(t.elements);
+      l.n += t.elements;
+    }
+    out.tensors.push_back(std::move(t));
+  }
+  if (out.tensors.empty())
+    raise(ErrorCode::InvalidArgument, "imatrix: no weight has a matrix that saw input: no statistics");
+  const bool legacy = out.legacy;
+  std::stable_sort(out.tensors.begin(), out.tensors.end(),
+                   [legacy](const ImatrixTensorStatistics& a, const ImatrixTensorStatistics& b) {
+                     if (a.tensor != b.tensor) return a.tensor < b.tensor;
+                     return legacy ? a.sum > b.sum : a.cos_sim > b.cos_sim;
+                   });
+  for (const auto& [block, l] : layers) {
+    if (l.n == 0) continue;
+    ImatrixLayerStatistics ls;
+    ls.layer = block;
+    ls.sum = l.sum;
+    ls.zd_fraction = l.zd / static_cast<double>(l.n);
+    if (!l.current.empty()) {
+      const Similarity sim = compare(l.current, l.previous);
+      ls.cos_sim = sim.cos_sim;
+      ls.l2_distance = sim.l2_distance;
+    }
+    out.layers.push_back(ls);
+  }
+  return out;
+}
+
 void write_imatrix(const ImatrixResult& result, const std::string& path, ImatrixFormat format) {
   if (format == ImatrixFormat::LegacyDat)
     write_legacy(result, path);

@@ -336,8 +336,8 @@ float median(std::span<const float> sorted) {
   return n % 2 == 0 ? 0.5f * (sorted[n / 2] + sorted[n / 2 - 1]) : sorted[n / 2];
 }
 
-std::vector<Token> perplexity_tokens(const Vocab& vocab, std::string_view text) {
-  std::vector<Token> ids = vocab.encode(text, /*add_special=*/true, /*parse_special=*/false);
+std::vector<Token> perplexity_tokens(const Vocab& vocab, std::string_view text, bool parse_special) {
+  std::vector<Token> ids = vocab.encode(text, /*add_special=*/true, parse_special);
   // llama-perplexity refuses vocabularies that add EOS; the text's end is not a token to predict.
   if (vocab.special().add_eos && !ids.empty() && ids.back() == vocab.eos()) ids.pop_back();
   return ids;

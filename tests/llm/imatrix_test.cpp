@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -256,6 +257,14 @@ TEST(Imatrix, CommandLine) {
   EXPECT_EQ(m.chunk_count, 3);
   EXPECT_EQ(m.values.size(), 35u);
 
+  // --show-statistics prints the tables of a file.
+  const auto shown = testing_support::run_cli("imatrix --show-statistics -c 128 --in-file " + out.string());
+  ASSERT_EQ(shown.code, 0) << shown.out;
+  EXPECT_NE(shown.out.find("attn_q"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("CosSim"), std::string::npos) << shown.out;
+  const auto shown_bad = testing_support::run_cli("imatrix --show-statistics" + model);
+  EXPECT_NE(shown_bad.code, 0);
+
   // Bad requests are errors.
   const auto bad = testing_support::run_cli("imatrix -m " + kModels + "stories260K.gguf -f /nonexistent.txt");
   EXPECT_NE(bad.code, 0);
@@ -446,4 +455,78 @@ TEST(Imatrix, TheLegacyFormatStoresMeansTimesCalls) {
   EXPECT_EQ(mixed.stats.at("blk.0.ffn_up_exps.weight").counts, (std::vector<int64_t>{13, 8}));
   std::filesystem::remove(path);
   std::filesystem::remove(gguf_path);
+}
+
+TEST(Imatrix, StatisticsAsLlamaImatrixShowsThem) {
+  auto stats = [](int64_t ne0, std::vector<float> sum2, std::vector<float> sum, std::vector<int64_t> counts) {
+    ImatrixStats s;
+    s.ne0 = ne0;
+    s.in_sum2 = std::move(sum2);
+    s.in_sum = std::move(sum);
+    s.counts = std::move(counts);
+    return s;
+  };
+  ImatrixResult r;
+  r.chunk_size = 2;
+  r.stats["blk.0.attn_q.weight"] = stats(2, {2, 8}, {2, -4}, {2});         // means 1, -2; mean squares 1, 4
+  r.stats["blk.1.attn_q.weight"] = stats(2, {4, 16}, {4, 0}, {4});         // means 1, 0
+  r.stats["blk.1.ffn_up_exps.weight"] = stats(1, {8, 0}, {2, 0}, {2, 0});  // the second expert saw nothing
+  const ImatrixStatistics st = imatrix_statistics(r);
+  EXPECT_FALSE(st.legacy);
+  ASSERT_EQ(st.tensors.size(), 3u);
+  // By tensor, then by cosine similarity.
+  const ImatrixTensorStatistics &q1 = st.tensors[0], &q0 = st.tensors[1], &up = st.tensors[2];
+  EXPECT_EQ(q1.name, "blk.1.attn_q.weight");
+  EXPECT_EQ(q1.layer, "1");
+  EXPECT_EQ(q1.tensor, "attn_q");
+  EXPECT_EQ(q0.name, "blk.0.attn_q.weight");
+  EXPECT_EQ(up.tensor, "ffn_up_exps");
+  // blk.0.attn_q: values 1 and -2.
+  EXPECT_DOUBLE_EQ(q0.sum, -1.0);
+  EXPECT_DOUBLE_EQ(q0.min, -2.0);
+  EXPECT_DOUBLE_EQ(q0.max, 1.0);
+  EXPECT_DOUBLE_EQ(q0.mean, -0.5);
+  EXPECT_NEAR(q0.std_dev, std::sqrt(4.5), 1e-12);
+  EXPECT_EQ(q0.elements, 2);
+  EXPECT_NEAR(q0.entropy, -(0.2 * std::log2(0.2) + 0.8 * std::log2(0.8)), 1e-12);  // mean squares 1 : 4
+  EXPECT_EQ(q0.zd_fraction, 0.0);                                                  // both 0.71 deviations out
+  EXPECT_EQ(q0.cos_sim, 0.0);                                                      // no layer before
+  // blk.1.attn_q against blk.0's means: (1, 0) . (1, -2) / (1 * sqrt 5); distance |(0, 2)|.
+  EXPECT_NEAR(q1.cos_sim, 1.0 / std::sqrt(5.0), 1e-12);
+  EXPECT_NEAR(q1.l2_distance, 2.0, 1e-12);
+  // The expert that saw nothing is left out of the values.
+  EXPECT_EQ(up.elements, 1);
+  EXPECT_DOUBLE_EQ(up.mean, 1.0);
+  EXPECT_EQ(up.std_dev, 0.0);
+  // Layers: 1's sum over both weights, its similarity over the weights that have a layer before.
+  ASSERT_EQ(st.layers.size(), 2u);
+  EXPECT_EQ(st.layers[0].layer, 0);
+  EXPECT_DOUBLE_EQ(st.layers[0].sum, -1.0);
+  EXPECT_EQ(st.layers[1].layer, 1);
+  EXPECT_DOUBLE_EQ(st.layers[1].sum, 2.0);
+  EXPECT_NEAR(st.layers[1].cos_sim, 1.0 / std::sqrt(5.0), 1e-12);
+  EXPECT_NEAR(st.layers[1].l2_distance, 2.0, 1e-12);
+
+  // Without sums (a legacy file): the mean squares, sorted by their sum.
+  for (auto& [name, s] : r.stats) s.in_sum.clear();
+  r.stats["blk.1.attn_q.weight"].in_sum2 = {4, 4};  // mean squares 1, 1
+  const ImatrixStatistics legacy = imatrix_statistics(r);
+  EXPECT_TRUE(legacy.legacy);
+  EXPECT_EQ(legacy.tensors[0].name, "blk.0.attn_q.weight");  // sum 5 before 2
+  EXPECT_DOUBLE_EQ(legacy.tensors[0].sum, 5.0);
+  EXPECT_NEAR(legacy.tensors[1].cos_sim, 5.0 / std::sqrt(2.0 * 17.0),
+              1e-12);  // (1, 1) . (1, 4) / (sqrt 2 sqrt 17)
+  // Nothing that saw input: an error.
+  ImatrixResult empty;
+  empty.stats["blk.0.attn_q.weight"] = stats(1, {0}, {0}, {0});
+  EXPECT_THROW(imatrix_statistics(empty), Error);
+}
+
+TEST(Imatrix, ParseSpecialReadsControlTokenTexts) {
+  const auto model = Model::load(kModels + "stories260K.gguf");
+  const Vocab vocab = Vocab::from_gguf(*model->file());
+  const std::string text = "Once upon a time</s>there was";
+  const auto plain = perplexity_tokens(vocab, text), special = perplexity_tokens(vocab, text, true);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), vocab.eos()), 0);
+  EXPECT_EQ(std::count(special.begin(), special.end(), vocab.eos()), 1);
 }

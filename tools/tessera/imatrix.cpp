@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +26,8 @@ struct ImatrixArgs {
   std::vector<std::string> in_files;
   int64_t n_ctx = 512, n_batch = 2048, chunks = -1, first_chunk = 0, save_every = 0, output_every = 10;
   int threads = 0;
-  bool process_output = false, no_mmap = false, no_ppl = false;
+  bool process_output = false, no_mmap = false, no_ppl = false, parse_special = false,
+       show_statistics = false;
 };
 
 std::string read_text(const std::string& path) {
@@ -38,7 +39,44 @@ std::string read_text(const std::string& path) {
   return text;
 }
 
+// llama-imatrix --show-statistics' two tables.
+void print_statistics(const llm::ImatrixStatistics& st) {
+  const bool legacy = st.legacy;
+  fmt::print("{:>6} {:<20} {:>12} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>10} {:>7} {:>8}\n", "Layer",
+             "Tensor", legacy ? "Sum E[x^2]" : "L2 dist", "Min", "Max", "Mean", "StdDev", "N", "H norm",
+             legacy ? "H" : "ECS", "ZD", "CosSim");
+  for (const auto& t : st.tensors) {
+    const double h_norm =
+        t.elements > 1 ? 100.0 * t.entropy / std::log2(static_cast<double>(t.elements)) : 0.0;
+    // llama-imatrix's Euclidean-cosine score: 100 exp(-0.01 L2) |cos|^10
+    const double ecs = 100.0 * std::exp(-0.01 * t.l2_distance) * std::pow(std::abs(t.cos_sim), 10.0);
+    fmt::print(
+        "{:>6} {:<20} {:>12.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>8} {:>8.2f}% {:>10.4f} {:>6.2f}% "
+        "{:>8.4f}\n",
+        t.layer, t.tensor, legacy ? t.sum : t.l2_distance, t.min, t.max, t.mean, t.std_dev, t.elements,
+        h_norm, legacy ? t.entropy : ecs, 100.0 * t.zd_fraction, t.cos_sim);
+  }
+  fmt::print("\n{:>6} {:>12} {:>8} {:>8}{}\n", "Layer", legacy ? "Sum E[x^2]" : "L2 dist", "ZD", "CosSim",
+             legacy ? "" : fmt::format(" {:>8}", "ECS"));
+  for (const auto& l : st.layers) {
+    fmt::print("{:>6} {:>12.4f} {:>7.2f}% {:>8.4f}", l.layer, legacy ? l.sum : l.l2_distance,
+               100.0 * l.zd_fraction, l.cos_sim);
+    if (!legacy)
+      fmt::print(" {:>8.4f}", 100.0 * std::exp(-0.01 * l.l2_distance) * std::pow(std::abs(l.cos_sim), 10.0));
+    fmt::print("\n");
+  }
+}
+
 void run_imatrix(const ImatrixArgs& a) {
+  if (a.show_statistics) {
+    if (a.in_files.empty() || !a.file.empty() || !a.model.empty())
+      throw Error(ErrorCode::InvalidArgument,
+                  "imatrix: --show-statistics reads the --in-file files (combined), without -m or -f");
+    llm::ImatrixResult r;
+    for (const std::string& in : a.in_files) llm::read_imatrix_sums(r, in, a.n_ctx);
+    print_statistics(llm::imatrix_statistics(r));
+    return;
+  }
   if (a.file.empty() && a.in_files.empty())
     throw Error(ErrorCode::InvalidArgument,
                 "imatrix: give a text (-f) to compute an importance matrix, or --in-file files to combine");
@@ -79,7 +117,7 @@ void run_imatrix(const ImatrixArgs& a) {
   io.process_output = a.process_output;
   io.compute_ppl = !a.no_ppl;
   io.dataset = std::filesystem::path(a.file).filename().string();
-  const std::vector<llm::Token> tokens = llm::perplexity_tokens(vocab, text);
+  const std::vector<llm::Token> tokens = llm::perplexity_tokens(vocab, text, a.parse_special);
   fmt::print(stderr, "imatrix: {} tokens, chunks of {}\n", tokens.size(), a.n_ctx);
   // As llama-imatrix: OUT every --output-frequency chunks, OUT.at_N every --save-frequency, both
   // counted in the result's chunks (those read from --in-file included).
@@ -136,6 +174,10 @@ void add_imatrix(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)")->check(non_negative());
   cmd->add_flag("--process-output", args->process_output, "collect output.weight too");
   cmd->add_flag("--no-ppl", args->no_ppl, "do not compute the running perplexity");
+  cmd->add_flag("--show-statistics", args->show_statistics,
+                "print the statistics of the --in-file files (llama-imatrix's tables) instead");
+  cmd->add_flag("--parse-special", args->parse_special,
+                "read special-token texts in the text as those tokens");
   cmd->add_flag("--no-mmap", args->no_mmap, "read the model into memory instead of mapping it");
   cmd->callback([args] { run_imatrix(*args); });
 }

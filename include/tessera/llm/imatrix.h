@@ -89,6 +89,40 @@ ImatrixResult compute_imatrix(Session& session, const Vocab& vocab, std::span<co
 // from those already in `into` (a file for another model).
 void read_imatrix_sums(ImatrixResult& into, const std::string& path, int64_t chunk_size);
 
+// llama-imatrix --show-statistics. Per weight, over the columns of its matrices that saw input, the
+// values v: the mean input (in_sum / count) where the result has sums, else the mean squared input
+// (in_sum2 / count, "legacy"): their sum, extremes, mean and sample standard deviation; the entropy
+// (bits) of the mean squares as a distribution; the fraction of values more than one standard
+// deviation from the mean; and against the same weight of the layer before (blk.N-1), the cosine
+// similarity and L2 distance of the per-matrix means (zeros for a matrix that saw nothing). Per
+// layer: the sums and such fractions over its weights, and the similarity and distance of all its
+// weights' means against the layer before's, taken as one vector.
+struct ImatrixTensorStatistics {
+  std::string name;    // the weight's full name
+  std::string layer;   // "N" from blk.N., "-" for none
+  std::string tensor;  // the name part before ".weight" (attn_q, ffn_down_exps, ...)
+  double sum = 0.0, min = 0.0, max = 0.0, mean = 0.0, std_dev = 0.0;
+  int64_t elements = 0;
+  double entropy = 0.0;      // bits
+  double zd_fraction = 0.0;  // |v - mean| > std_dev
+  double cos_sim = 0.0;      // against blk.N-1's weight (0 without one)
+  double l2_distance = 0.0;
+};
+struct ImatrixLayerStatistics {
+  int64_t layer = 0;
+  double sum = 0.0;          // of its weights' sums
+  double zd_fraction = 0.0;  // over all its weights' values
+  double cos_sim = 0.0, l2_distance = 0.0;
+};
+struct ImatrixStatistics {
+  bool legacy = false;  // no weight has sums: the values are mean squares
+  // Sorted as llama-imatrix prints them: by `tensor`, then by sum (legacy) or cos_sim, largest first.
+  std::vector<ImatrixTensorStatistics> tensors;
+  std::vector<ImatrixLayerStatistics> layers;  // blk layers in order
+};
+// Error(InvalidArgument) when no weight has a matrix that saw input.
+ImatrixStatistics imatrix_statistics(const ImatrixResult& result);
+
 enum class ImatrixFormat { Gguf, LegacyDat };
 
 // Writes the result in llama-imatrix's format (atomically: path.tmp, then renamed). Error(Io) when

@@ -150,8 +150,9 @@ float percentile(std::span<const float> sorted, float fraction);
 float median(std::span<const float> sorted);
 
 // The text's tokens as llama-perplexity reads them: the whole text (special-token texts read as
-// plain text), BOS first when the vocabulary adds BOS, no EOS.
-std::vector<Token> perplexity_tokens(const Vocab& vocab, std::string_view text);
+// plain text unless parse_special, as llama-imatrix --parse-special), BOS first when the vocabulary
+// adds BOS, no EOS.
+std::vector<Token> perplexity_tokens(const Vocab& vocab, std::string_view text, bool parse_special = false);
 
 // The perplexity of the session's model over `tokens` (perplexity_tokens). The session's cache is
 // cleared before each chunk and must hold n_ctx cells. on_chunk, when set, is called after each
