@@ -149,10 +149,16 @@ TEST(Cli, BenchReportsPromptAndGenerationSpeed) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "\"test\": \"pp16\"")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"test\": \"tg4\"")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"flash_attn\": false")) << r.out;
   r = cli("bench -p 8 -n 2 -r 1 -t 1 --type q8_0 --n-gpu-layers 0");  // the built-in synthetic model
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "| synthetic-250M q8_0 | CPU |")) << r.out;
   EXPECT_NE(cli("bench --type q9_9").code, 0);
+  // llama-bench's -fa: the online-softmax attention, named in the JSON.
+  r = cli("bench -m " + kModel + " -p 8 -n 2 -r 1 -t 1 -o json -fa 1 --n-gpu-layers 0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"flash_attn\": true")) << r.out;
+  EXPECT_NE(cli("bench -m " + kModel + " -fa maybe").code, 0);
 }
 
 // Issue 13 item 5: -d fills the context before each timed test (named as llama-bench names it) and
