@@ -86,6 +86,22 @@ Layer0Sums expected_layer0_sums(const gguf::File& f, const std::vector<Token>& t
   return sums;
 }
 
+// A model of ../shared/models with its vocabulary and a 2-thread session of n_ctx cells.
+struct Loaded {
+  std::unique_ptr<Model> model;
+  Vocab vocab;
+  std::unique_ptr<Session> session;
+};
+Loaded load(const std::string& file, int64_t n_ctx) {
+  auto model = Model::load(kModels + file);
+  Vocab vocab = Vocab::from_gguf(*model->file());
+  SessionOptions so;
+  so.n_ctx = n_ctx;
+  so.n_threads = 2;
+  auto session = std::make_unique<Session>(*model, so);
+  return {std::move(model), std::move(vocab), std::move(session)};
+}
+
 }  // namespace
 
 TEST(Imatrix, LayerZeroInputsAreTheNormalizedEmbeddings) {
@@ -175,12 +191,13 @@ TEST(Imatrix, LayerZeroInputsAreTheNormalizedEmbeddings) {
 }
 
 TEST(Imatrix, ExpertsCountTheRowsRoutedToThem) {
-  const auto model = Model::load(kModels + "oracle/tiny-mixtral-f32.gguf");
-  const Vocab vocab = Vocab::from_gguf(*model->file());
+  const Loaded mixtral = load("oracle/tiny-mixtral-f32.gguf", 64);
+  const Model* model = mixtral.model.get();
+  const Vocab& vocab = mixtral.vocab;
+  Session& session = *mixtral.session;
   SessionOptions so;
   so.n_ctx = 64;
   so.n_threads = 2;
-  Session session(*model, so);
   ImatrixOptions o;
   o.n_ctx = 64;
   o.max_chunks = 2;
@@ -283,12 +300,9 @@ TEST(Imatrix, CommandLine) {
 }
 
 TEST(Imatrix, FilesCombineIntoTheSumsOfOneRun) {
-  const auto model = Model::load(kModels + "stories260K.gguf");
-  const Vocab vocab = Vocab::from_gguf(*model->file());
-  SessionOptions so;
-  so.n_ctx = 64;
-  so.n_threads = 2;
-  Session session(*model, so);
+  const Loaded stories = load("stories260K.gguf", 64);
+  const Vocab& vocab = stories.vocab;
+  Session& session = *stories.session;
   const std::vector<Token> tokens = perplexity_tokens(vocab, story());
   ImatrixOptions o;
   o.n_ctx = 64;
@@ -349,13 +363,11 @@ TEST(Imatrix, FilesCombineIntoTheSumsOfOneRun) {
   }
   {  // a file for another model is refused by the weight's name
     const auto mixtral = temp_path("mixtral.imatrix.gguf");
-    const auto other = Model::load(kModels + "oracle/tiny-mixtral-f32.gguf");
-    const Vocab other_vocab = Vocab::from_gguf(*other->file());
-    Session other_session(*other, so);
+    const Loaded other = load("oracle/tiny-mixtral-f32.gguf", 64);
     ImatrixOptions mo;
     mo.n_ctx = 64;
     mo.max_chunks = 1;
-    write_imatrix(compute_imatrix(other_session, other_vocab, perplexity_tokens(other_vocab, story()), mo),
+    write_imatrix(compute_imatrix(*other.session, other.vocab, perplexity_tokens(other.vocab, story()), mo),
                   mixtral.string());
     ImatrixResult mixed;
     read_imatrix_sums(mixed, a.string(), 64);
