@@ -144,8 +144,9 @@ ImatrixFile read_gguf(const std::string& path) {
             p.sum2 ? "counts" : "in_sum2");
     const gguf::TensorInfo &sum2 = *p.sum2, &counts = *p.counts;
     const int64_t ne0 = sum2.ne[0], n_mat = sum2.ne[1];
-    if (sum2.type_id != 0 || counts.type_id != 0 || sum2.ne[2] != 1 || sum2.ne[3] != 1 || counts.ne[0] != 1 ||
-        counts.ne[1] != n_mat || counts.ne[2] != 1 || counts.ne[3] != 1)
+    if (ne0 < 1 || n_mat < 1 || sum2.type_id != 0 || counts.type_id != 0 || sum2.ne[2] != 1 ||
+        sum2.ne[3] != 1 || counts.ne[0] != 1 || counts.ne[1] != n_mat || counts.ne[2] != 1 ||
+        counts.ne[3] != 1)
       raise(ErrorCode::CorruptFile,
             "{}: {}: in_sum2 must be f32 [n, matrices] and counts f32 [1, matrices] (got {} [{}, {}] and {} "
             "[{}, {}])",
