@@ -1,13 +1,12 @@
 // Program building with an on-disk binary cache: a program is compiled from its embedded source
 // once per device and driver; later processes load the binary (clCreateProgramWithBinary).
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "core/check.h"
+#include "core/file_io.h"
 #include "opencl/runtime.h"
 #include "tessera/log.h"
 
@@ -62,21 +61,15 @@ std::vector<unsigned char> read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-void write_file_atomically(const std::string& path, const std::vector<unsigned char>& data) {
+// A cache entry, written whole or not at all (a failure only costs the next process a compile).
+void store(const std::string& path, const std::vector<unsigned char>& data) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) return;
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-    if (!out) {
-      std::remove(tmp.c_str());
-      return;
-    }
+  try {
+    file_io::write_atomically(path, [&](file_io::ByteWriter write) { write(data.data(), data.size()); });
+  } catch (const Error& e) {
+    log(LogLevel::Info, fmt::format("OpenCL: program cache not written: {}", e.what()));
   }
-  std::filesystem::rename(tmp, path, ec);  // readers see the old file or the whole new one
-  if (ec) std::remove(tmp.c_str());
 }
 
 }  // namespace
@@ -131,7 +124,7 @@ cl_program OpenClRuntime::build_program(Device& d, std::string_view name, const 
   ++compiled_;
   if (!path.empty()) {
     const auto binary = program_binary(p, d.id);
-    if (!binary.empty()) write_file_atomically(path, binary);
+    if (!binary.empty()) store(path, binary);
   }
   return p;
 }
