@@ -1,25 +1,12 @@
 // Program building with an on-disk binary cache: a program is compiled from its embedded source
 // once per device and driver; later processes load the binary (clCreateProgramWithBinary).
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-
+#include "core/binary_cache.h"
 #include "core/check.h"
-#include "core/file_io.h"
 #include "opencl/runtime.h"
 #include "tessera/log.h"
 
 namespace tessera::opencl {
 namespace {
-
-uint64_t fnv1a(uint64_t h, std::string_view s) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 std::string build_log(cl_program program, cl_device_id device) {
   size_t n = 0;
@@ -55,31 +42,7 @@ std::vector<unsigned char> program_binary(cl_program program, cl_device_id devic
   return {};
 }
 
-std::vector<unsigned char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// A cache entry, written whole or not at all (a failure only costs the next process a compile).
-void store(const std::string& path, const std::vector<unsigned char>& data) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  try {
-    file_io::write_atomically(path, [&](file_io::ByteWriter write) { write(data.data(), data.size()); });
-  } catch (const Error& e) {
-    log(LogLevel::Info, fmt::format("OpenCL: program cache not written: {}", e.what()));
-  }
-}
-
 }  // namespace
-
-std::string OpenClRuntime::cache_path(const Device& d, std::string_view name,
-                                      const std::string& source) const {
-  if (options_.cache_dir.empty()) return {};
-  const uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, d.cache_key), source);
-  return fmt::format("{}/{}-{:016x}.bin", options_.cache_dir, name, h);
-}
 
 cl_program OpenClRuntime::program(int device, std::string_view name) {
   Device& d = dev(device);
@@ -91,10 +54,11 @@ cl_program OpenClRuntime::program(int device, std::string_view name) {
 }
 
 cl_program OpenClRuntime::build_program(Device& d, std::string_view name, const std::string& source) {
-  const std::string path = cache_path(d, name, source);
+  const BinaryCache cache(options_.cache_dir);
+  const std::string path = cache.path(name, {d.cache_key, source}, ".bin");
   const std::string where = fmt::format("{} ({})", d.props.name, d.props.description);
   if (!path.empty()) {
-    const std::vector<unsigned char> binary = read_file(path);
+    const std::vector<unsigned char> binary = cache.load(path);
     if (!binary.empty()) {
       const unsigned char* data = binary.data();
       const size_t size = binary.size();
@@ -107,7 +71,7 @@ cl_program OpenClRuntime::build_program(Device& d, std::string_view name, const 
       }
       if (p != nullptr) clReleaseProgram(p);
       log(LogLevel::Info, fmt::format("{}: cached program {} is unusable; rebuilding it", where, path));
-      std::remove(path.c_str());
+      cache.drop(path);
     }
   }
   const char* text = source.c_str();
@@ -124,7 +88,7 @@ cl_program OpenClRuntime::build_program(Device& d, std::string_view name, const 
   ++compiled_;
   if (!path.empty()) {
     const auto binary = program_binary(p, d.id);
-    if (!binary.empty()) store(path, binary);
+    if (!binary.empty()) cache.store(path, binary);
   }
   return p;
 }

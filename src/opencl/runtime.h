@@ -126,7 +126,6 @@ class OpenClRuntime final : public device::Runtime {
   void enumerate();
   cl_program program(int device, std::string_view name);
   cl_program build_program(Device& d, std::string_view name, const std::string& source);
-  std::string cache_path(const Device& d, std::string_view name, const std::string& source) const;
   ClAddress resolve_locked(const Device& d, const void* ptr, size_t size) const;
   void wait_and_release(const Device& d, cl_event event, std::string_view call) const;
 
