@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/env.h"
 #include "core/file_io.h"
 #include "tessera/error.h"
 #include "tessera/log.h"
@@ -25,6 +26,17 @@ uint64_t fnv1a(uint64_t h, std::string_view s) {
 }
 
 }  // namespace
+
+std::string BinaryCache::default_dir(const char* env_override, std::string_view runtime) {
+  std::string dir = env_string(env_override).value_or("");
+  if (dir.empty()) {
+    if (const auto xdg = env_string("XDG_CACHE_HOME"))
+      dir = fmt::format("{}/tessera/{}", *xdg, runtime);
+    else if (const auto home = env_string("HOME"))
+      dir = fmt::format("{}/.cache/tessera/{}", *home, runtime);
+  }
+  return dir == "off" ? std::string() : dir;
+}
 
 std::string BinaryCache::path(std::string_view name, std::initializer_list<std::string_view> key,
                               std::string_view ext) const {

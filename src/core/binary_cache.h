@@ -15,6 +15,9 @@ class BinaryCache {
  public:
   // dir empty: no cache (path() gives "", load() nothing, store() does nothing).
   explicit BinaryCache(std::string dir) : dir_(std::move(dir)) {}
+  // A runtime's cache folder: $<env_override> when set ("off": none), else
+  // $XDG_CACHE_HOME/tessera/<runtime>, else ~/.cache/tessera/<runtime>; "" when none is known.
+  static std::string default_dir(const char* env_override, std::string_view runtime);
   bool enabled() const noexcept { return !dir_.empty(); }
 
   // The entry of program `name` for `key` (everything the binary depends on: the source, the device,

@@ -8,6 +8,7 @@
 #include <exception>
 #include <utility>
 
+#include "core/binary_cache.h"
 #include "core/check.h"
 #include "core/env.h"
 #include "device/error_slot.h"
@@ -194,14 +195,7 @@ ClEvent& cl(device::StreamEvent& e) { return static_cast<ClEvent&>(e); }
 RuntimeOptions default_options() {
   RuntimeOptions o;
   o.devices = env_string("TESSERA_OPENCL_DEVICES").value_or("");
-  std::string dir = env_string("TESSERA_OPENCL_CACHE_DIR").value_or("");
-  if (dir.empty()) {
-    if (const auto xdg = env_string("XDG_CACHE_HOME"))
-      dir = *xdg + "/tessera/opencl";
-    else if (const auto home = env_string("HOME"))
-      dir = *home + "/.cache/tessera/opencl";
-  }
-  o.cache_dir = dir == "off" ? std::string() : dir;
+  o.cache_dir = BinaryCache::default_dir("TESSERA_OPENCL_CACHE_DIR", "opencl");
   return o;
 }
 
