@@ -5,8 +5,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "core/env.h"
 #include "core/file_io.h"
@@ -48,9 +46,14 @@ std::string BinaryCache::path(std::string_view name, std::initializer_list<std::
 
 std::vector<unsigned char> BinaryCache::load(const std::string& path) const {
   if (path.empty()) return {};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  try {
+    const file_io::ReadableFile file = file_io::open_for_reading(path);
+    std::vector<unsigned char> bytes(file.size);
+    bytes.resize(file_io::read_at_start(file, bytes.data(), bytes.size(), path));
+    return bytes;
+  } catch (const Error&) {
+    return {};  // no entry (or none that can be read): compiled again
+  }
 }
 
 void BinaryCache::store(const std::string& path, std::span<const unsigned char> bytes) const noexcept {

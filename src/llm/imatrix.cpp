@@ -6,8 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string_view>
 
@@ -33,7 +31,8 @@ bool collected(const Session::MatMulInput& in, bool process_output) {
 
 // The statistics of `name` for ne0 values per matrix and n_mat matrices: new ones, or those already
 // there when they agree (a single count read from an older file is spread over the matrices, as
-// llama-imatrix does). Error(InvalidArgument) when they do not.
+// llama-imatrix does). with_sums: the contribution to come has plain sums too; new statistics get
+// them, existing ones keep theirs only then. Error(InvalidArgument) when the sizes disagree.
 ImatrixStats& stats_for(ImatrixResult& r, const std::string& name, int64_t ne0, int64_t n_mat,
                         bool with_sums) {
   ImatrixStats& s = r.stats[name];
@@ -64,10 +63,8 @@ void collect(ImatrixResult& r, const Session::MatMulInput& in, bool process_outp
   const Tensor& w = *in.weight;
   const int64_t ne0 = in.ne[0];
   const int64_t n_mat = w.ne[2] * w.ne[3];
-  const auto known = r.stats.find(w.name);
-  // (a weight read from a file without sums gets none)
-  const bool with_sums = known == r.stats.end() || !known->second.in_sum.empty();
-  ImatrixStats& s = stats_for(r, w.name, ne0, n_mat, with_sums);
+  // (a weight read from a file without sums keeps none)
+  ImatrixStats& s = stats_for(r, w.name, ne0, n_mat, /*with_sums=*/true);
   const bool sums = !s.in_sum.empty();
   auto add_row = [&](const float* x, int64_t mat) {
     float* sum2 = s.in_sum2.data() + mat * ne0;
@@ -109,7 +106,6 @@ ImatrixFile read_gguf(const std::string& path) {
   ImatrixFile file;
   file.datasets = f.get_string_array("imatrix.datasets");
   file.chunk_count = std::clamp<int64_t>(f.get_int("imatrix.chunk_count"), 0, 1 << 30);
-  file.chunk_size = std::clamp<int64_t>(f.get_int("imatrix.chunk_size"), 0, 1 << 30);
   struct Parts {
     const gguf::TensorInfo *sum2 = nullptr, *counts = nullptr, *sum = nullptr;
   };
@@ -272,22 +268,15 @@ void write_legacy(const ImatrixResult& r, const std::string& path) {
 }  // namespace
 
 ImatrixFile read_imatrix_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    raise(ErrorCode::Io, "importance matrix {}: not a readable file", path);
-  std::ifstream in(path, std::ios::binary);
+  const file_io::ReadableFile file = file_io::open_for_reading(path);  // Error(Io) naming why not
   char magic[4] = {};
-  in.read(magic, 4);
-  if (!in) raise(ErrorCode::CorruptFile, "importance matrix {}: shorter than 4 bytes", path);
+  if (file_io::read_at_start(file, magic, 4, path) < 4)
+    raise(ErrorCode::CorruptFile, "importance matrix {}: shorter than 4 bytes", path);
   if (std::memcmp(magic, "GGUF", 4) == 0) return read_gguf(path);
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<size_t>(in.tellg());
-  if (size > (size_t{1} << 32))
-    raise(ErrorCode::CorruptFile, "importance matrix {}: {} bytes is too large", path, size);
-  std::vector<char> bytes(size);
-  in.seekg(0);
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in) raise(ErrorCode::Io, "importance matrix {}: read failed", path);
+  if (file.size > (size_t{1} << 32))
+    raise(ErrorCode::CorruptFile, "importance matrix {}: {} bytes is too large", path, file.size);
+  std::vector<char> bytes(file.size);
+  bytes.resize(file_io::read_at_start(file, bytes.data(), bytes.size(), path));
   return read_legacy(path, bytes);
 }
 
@@ -486,13 +475,13 @@ ImatrixStatistics imatrix_statistics(const ImatrixResult& result) {
     out.legacy = out.legacy && legacy;
     const size_t row = s.in_sum2.size() / s.counts.size();
     // The values, and the mean squares the entropy takes, of the matrices that saw input.
+    const std::vector<double> means = matrix_means(s);
     std::vector<double> values, squares;
-    for (size_t i = 0; i < s.in_sum2.size(); ++i) {
+    for (size_t i = 0; i < means.size(); ++i) {
       const int64_t c = s.counts[i / row];
       if (c <= 0) continue;
-      const double square = static_cast<double>(s.in_sum2[i]) / static_cast<double>(c);
-      squares.push_back(square);
-      values.push_back(legacy ? square : static_cast<double>(s.in_sum[i]) / static_cast<double>(c));
+      values.push_back(means[i]);
+      squares.push_back(static_cast<double>(s.in_sum2[i]) / static_cast<double>(c));
     }
     if (values.empty()) continue;
     ImatrixTensorStatistics t;
@@ -531,13 +520,13 @@ ImatrixStatistics imatrix_statistics(const ImatrixResult& result) {
     const std::string before = previous_layer(name);
     const auto prev = before.empty() ? result.stats.end() : result.stats.find(before);
     if (prev != result.stats.end() && !prev->second.counts.empty()) {
-      const std::vector<double> now = matrix_means(s), then = matrix_means(prev->second);
-      if (!now.empty() && now.size() == then.size()) {
-        const Similarity sim = compare(now, then);
+      const std::vector<double> then = matrix_means(prev->second);
+      if (means.size() == then.size()) {
+        const Similarity sim = compare(means, then);
         t.cos_sim = sim.cos_sim;
         t.l2_distance = sim.l2_distance;
         LayerSums& l = layers[block];
-        l.current.insert(l.current.end(), now.begin(), now.end());
+        l.current.insert(l.current.end(), means.begin(), means.end());
         l.previous.insert(l.previous.end(), then.begin(), then.end());
       }
     }

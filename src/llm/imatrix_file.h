@@ -21,7 +21,6 @@ struct ImatrixFile {
   std::vector<ImatrixFileEntry> entries;  // sorted by name
   std::vector<std::string> datasets;
   int64_t chunk_count = 0;  // as the file states it (legacy: its last chunk, 0 when absent)
-  int64_t chunk_size = 0;   // GGUF only
 };
 
 // Error(Io) when the file cannot be read; Error(CorruptFile) naming what is wrong: not an

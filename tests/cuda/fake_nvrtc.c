@@ -31,8 +31,9 @@ EXPORT int nvrtcVersion(int* major, int* minor) {
   return SUCCESS;
 }
 EXPORT const char* nvrtcGetErrorString(int r) {
-  return r == COMPILATION ? "NVRTC_ERROR_COMPILATION" : r == INVALID_PROGRAM ? "NVRTC_ERROR_INVALID_PROGRAM"
-                                                                              : "NVRTC_ERROR";
+  return r == COMPILATION       ? "NVRTC_ERROR_COMPILATION"
+         : r == INVALID_PROGRAM ? "NVRTC_ERROR_INVALID_PROGRAM"
+                                : "NVRTC_ERROR";
 }
 EXPORT int nvrtcCreateProgram(void** p, const char* src, const char* name, int n, const char* const* h,
                               const char* const* i) {

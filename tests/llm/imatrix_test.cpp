@@ -295,9 +295,9 @@ TEST(Imatrix, CommandLine) {
   const auto format = testing_support::run_cli("imatrix" + model + " --output-format txt");
   EXPECT_NE(format.code, 0);
   // A file of another model's weights, continued with this model: refused at its first product.
-  const auto other = testing_support::run_cli("imatrix -m " + kModels + "oracle/tiny-mixtral-f32.gguf -f " +
-                                              kStory + " --in-file " + out.string() + " -c 128 --chunks 1 -o " +
-                                              dat.string());
+  const auto other =
+      testing_support::run_cli("imatrix -m " + kModels + "oracle/tiny-mixtral-f32.gguf -f " + kStory +
+                               " --in-file " + out.string() + " -c 128 --chunks 1 -o " + dat.string());
   EXPECT_NE(other.code, 0);
   EXPECT_NE(other.out.find("a matrix for another model?"), std::string::npos) << other.out;
   for (const auto& p : {out, dat}) std::filesystem::remove(p);

@@ -39,6 +39,11 @@ std::string read_text(const std::string& path) {
   return text;
 }
 
+// llama-imatrix's Euclidean-cosine score of a weight or layer against the layer before.
+double ecs(double l2_distance, double cos_sim) {
+  return 100.0 * std::exp(-0.01 * l2_distance) * std::pow(std::abs(cos_sim), 10.0);
+}
+
 // llama-imatrix --show-statistics' two tables.
 void print_statistics(const llm::ImatrixStatistics& st) {
   const bool legacy = st.legacy;
@@ -48,35 +53,26 @@ void print_statistics(const llm::ImatrixStatistics& st) {
   for (const auto& t : st.tensors) {
     const double h_norm =
         t.elements > 1 ? 100.0 * t.entropy / std::log2(static_cast<double>(t.elements)) : 0.0;
-    // llama-imatrix's Euclidean-cosine score: 100 exp(-0.01 L2) |cos|^10
-    const double ecs = 100.0 * std::exp(-0.01 * t.l2_distance) * std::pow(std::abs(t.cos_sim), 10.0);
     fmt::print(
         "{:>6} {:<20} {:>12.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>8} {:>8.2f}% {:>10.4f} {:>6.2f}% "
         "{:>8.4f}\n",
         t.layer, t.tensor, legacy ? t.sum : t.l2_distance, t.min, t.max, t.mean, t.std_dev, t.elements,
-        h_norm, legacy ? t.entropy : ecs, 100.0 * t.zd_fraction, t.cos_sim);
+        h_norm, legacy ? t.entropy : ecs(t.l2_distance, t.cos_sim), 100.0 * t.zd_fraction, t.cos_sim);
   }
   fmt::print("\n{:>6} {:>12} {:>8} {:>8}{}\n", "Layer", legacy ? "Sum E[x^2]" : "L2 dist", "ZD", "CosSim",
              legacy ? "" : fmt::format(" {:>8}", "ECS"));
   for (const auto& l : st.layers) {
     fmt::print("{:>6} {:>12.4f} {:>7.2f}% {:>8.4f}", l.layer, legacy ? l.sum : l.l2_distance,
                100.0 * l.zd_fraction, l.cos_sim);
-    if (!legacy)
-      fmt::print(" {:>8.4f}", 100.0 * std::exp(-0.01 * l.l2_distance) * std::pow(std::abs(l.cos_sim), 10.0));
+    if (!legacy) fmt::print(" {:>8.4f}", ecs(l.l2_distance, l.cos_sim));
     fmt::print("\n");
   }
 }
 
 void run_imatrix(const ImatrixArgs& a) {
-  if (a.show_statistics) {
-    if (a.in_files.empty() || !a.file.empty() || !a.model.empty())
-      throw Error(ErrorCode::InvalidArgument,
-                  "imatrix: --show-statistics reads the --in-file files (combined), without -m or -f");
-    llm::ImatrixResult r;
-    for (const std::string& in : a.in_files) llm::read_imatrix_sums(r, in, a.n_ctx);
-    print_statistics(llm::imatrix_statistics(r));
-    return;
-  }
+  if (a.show_statistics && (a.in_files.empty() || !a.file.empty() || !a.model.empty()))
+    throw Error(ErrorCode::InvalidArgument,
+                "imatrix: --show-statistics reads the --in-file files (combined), without -m or -f");
   if (a.file.empty() && a.in_files.empty())
     throw Error(ErrorCode::InvalidArgument,
                 "imatrix: give a text (-f) to compute an importance matrix, or --in-file files to combine");
@@ -86,10 +82,13 @@ void run_imatrix(const ImatrixArgs& a) {
     throw Error(ErrorCode::InvalidArgument, "imatrix: a text (-f) needs the model (-m) to evaluate it");
   const auto format = a.format == "dat" ? llm::ImatrixFormat::LegacyDat : llm::ImatrixFormat::Gguf;
   llm::ImatrixResult r;
-  r.chunk_size = a.n_ctx;
   for (const std::string& in : a.in_files) {
     llm::read_imatrix_sums(r, in, a.n_ctx);
     fmt::print(stderr, "imatrix: read {}\n", in);
+  }
+  if (a.show_statistics) {
+    print_statistics(llm::imatrix_statistics(r));
+    return;
   }
   if (a.file.empty()) {  // combining only
     llm::write_imatrix(r, a.out, format);
