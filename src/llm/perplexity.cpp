@@ -237,7 +237,8 @@ double token_nll(std::span<const float> logits, Token tok) {
 void NllSums::add_chunk(std::span<const float> logits, std::span<const Token> chunk) {
   const auto n_ctx = static_cast<int64_t>(chunk.size());
   const int64_t first = n_ctx / 2, n_scored = scored_per_chunk(n_ctx);
-  TESSERA_ASSERT(n_scored > 0 && logits.size() % static_cast<size_t>(n_scored) == 0);
+  if (n_scored <= 0) return;  // a chunk of 2 tokens scores none
+  TESSERA_ASSERT(logits.size() % static_cast<size_t>(n_scored) == 0);
   const size_t n_vocab = logits.size() / static_cast<size_t>(n_scored);
   for (int64_t i = 0; i < n_scored; ++i)
     add(token_nll(logits.subspan(static_cast<size_t>(i) * n_vocab, n_vocab),

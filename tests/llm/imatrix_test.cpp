@@ -258,6 +258,12 @@ TEST(Imatrix, CommandLine) {
     return at == std::string::npos ? std::string("none") : s.substr(at, s.find('\n', at) - at);
   };
   EXPECT_EQ(estimate(r.out), estimate(ppl.out));
+  // Chunks of 2 tokens score nothing: no perplexity, the sums all the same.
+  const auto tiny =
+      testing_support::run_cli("imatrix" + model + " -o " + out.string() + ".tiny -c 2 --chunks 20 -t 2");
+  EXPECT_EQ(tiny.code, 0) << tiny.out;
+  EXPECT_EQ(tiny.out.find("Final estimate"), std::string::npos) << tiny.out;
+  std::filesystem::remove(out.string() + ".tiny");
   // --save-frequency 1: a copy after each chunk.
   EXPECT_EQ(read_imatrix(out.string() + ".at_1").chunk_count, 1);
   EXPECT_EQ(read_imatrix(out.string() + ".at_2").chunk_count, 2);

@@ -123,7 +123,7 @@ void run_imatrix(const ImatrixArgs& a) {
   int64_t last = r.chunk_count();
   auto passed = [&](int64_t now, int64_t every) { return every > 0 && now / every > last / every; };
   llm::compute_imatrix(r, session, vocab, tokens, io, [&](const llm::ImatrixChunk& c) {
-    if (a.no_ppl)
+    if (std::isnan(c.ppl))  // --no-ppl, or chunks too short to score a token
       fmt::print(stderr, "[{}/{}] {:.2f} s\n", c.chunk, c.n_chunks, c.seconds);
     else
       fmt::print(stderr, "[{}/{}] PPL {:.4f}, {:.2f} s\n", c.chunk, c.n_chunks, c.ppl, c.seconds);
@@ -133,7 +133,7 @@ void run_imatrix(const ImatrixArgs& a) {
     last = now;
   });
   llm::write_imatrix(r, a.out, format);
-  if (!a.no_ppl) {
+  if (r.nll.count > 0) {
     const llm::PerplexityResult p = r.nll.result(r.n_chunks);
     fmt::print("Final estimate: PPL = {:.4f} +/- {:.5f}\n", p.ppl, p.ppl_error);
   }

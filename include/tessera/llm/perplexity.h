@@ -81,7 +81,7 @@ struct NllSums {
     ++count;
   }
   // Adds a chunk's scored tokens: `logits` holds the rows of positions n_ctx/2 ... n_ctx-2 (n_vocab
-  // each), which score chunk[n_ctx/2 + 1] ... chunk[n_ctx - 1].
+  // each), which score chunk[n_ctx/2 + 1] ... chunk[n_ctx - 1] (none for a chunk under 3 tokens).
   void add_chunk(std::span<const float> logits, std::span<const Token> chunk);
   double ppl() const;  // exp(mean NLL); NaN before any token
   // PPL, its error and the mean NLL over n_chunks chunks.
