@@ -436,6 +436,11 @@ bool cpu_has_avx512_vnni() {
          __builtin_cpu_supports("avx512vnni");
 }
 
+bool cpu_has_avx512_vbmi() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vbmi");
+}
+
 bool cpu_has_avx512_bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512bf16");
@@ -450,8 +455,9 @@ const KernelTable* avx512_kernels() noexcept {
     t.isa = "avx512-vnni";
     fill_interleaved(t);
     fill_float(t);
-    fill_kquant_avx512(t);                           // the K-quants and IQ4_XS, and their order of b's quants
-    if (cpu_has_avx512_bf16()) fill_bf16_avx512(t);  // else the AVX2 table's BF16 kernels (same bits)
+    fill_kquant_avx512(t);  // the K-quants and IQ4_XS, and their order of b's quants
+    if (cpu_has_avx512_vbmi()) fill_kquant_avx512_vbmi(t);  // IQ3_S's points by byte permutes (same bits)
+    if (cpu_has_avx512_bf16()) fill_bf16_avx512(t);         // else the AVX2 table's BF16 kernels (same bits)
     return &t;
   }();
   return table;

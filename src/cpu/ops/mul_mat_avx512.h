@@ -15,6 +15,13 @@
 #define TESSERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TESSERA_AVX512_INLINE \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"), always_inline)) inline
+// The same with AVX512-VBMI (byte permutes across a register), for kernels installed only where
+// the CPU has it (Ice Lake and later, Zen 4; not Skylake-X or Cascade Lake).
+#define TESSERA_AVX512_VBMI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c")))
+#define TESSERA_AVX512_VBMI_INLINE                                                                 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c"), \
+                 always_inline)) inline
 
 namespace tessera::cpu::mm::avx512 {
 

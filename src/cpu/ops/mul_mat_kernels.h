@@ -217,8 +217,9 @@ void fill_bf16_avx512(KernelTable& t);  // only called where the CPU has AVX512_
 
 // The K-quant and 256-element I-quant tile kernels, in files of their own (mul_mat_kquants*.cpp).
 void fill_kquant_scalar(KernelTable& t);
-void fill_kquant_avx2(KernelTable& t);    // only called where the CPU has AVX2/FMA/F16C
-void fill_kquant_avx512(KernelTable& t);  // only called where the CPU has the AVX-512 table's ISA
+void fill_kquant_avx2(KernelTable& t);         // only called where the CPU has AVX2/FMA/F16C
+void fill_kquant_avx512(KernelTable& t);       // only called where the CPU has the AVX-512 table's ISA
+void fill_kquant_avx512_vbmi(KernelTable& t);  // and AVX512-VBMI: the formats it decodes by byte permutes
 
 const KernelTable& scalar_kernels() noexcept;
 // The AVX2/FMA/F16C kernels, or nullptr where they are not compiled in or the CPU lacks them.

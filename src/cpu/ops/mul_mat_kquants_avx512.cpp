@@ -10,6 +10,11 @@
 // signs of the IQ2/IQ3 grids are not decoded into the quants: b takes them through mask registers
 // (sign_masks). For one b column (generation) a matrix-vector kernel runs up to kMatVecRows rows at
 // once (not for the grid I-quants).
+//
+// Compiled twice: as itself for the AVX-512 table, and by mul_mat_kquants_avx512_vbmi.cpp with
+// TESSERA_KQUANT_VBMI for CPUs with AVX512-VBMI, whose byte permutes decode a whole IQ3_S
+// super-block's grid points at once (vbmi_points) where the other path looks each point up alone;
+// that build fills only the formats it decodes differently.
 #include "cpu/ops/mul_mat_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -22,6 +27,14 @@
 #include "cpu/ops/mul_mat_avx512.h"
 #include "cpu/ops/mul_mat_kquants_avx2.h"
 
+#ifdef TESSERA_KQUANT_VBMI
+#define KQ_TARGET TESSERA_AVX512_VBMI
+#define KQ_INLINE TESSERA_AVX512_VBMI_INLINE
+#else
+#define KQ_TARGET TESSERA_AVX512
+#define KQ_INLINE TESSERA_AVX512_INLINE
+#endif
+
 namespace tessera::cpu::mm {
 namespace {
 
@@ -31,7 +44,7 @@ using avx512::hsum_low;
 using avx512::join;
 
 // kq::pair_of on both halves at once.
-TESSERA_AVX512_INLINE void pair_of(__m512i u0, __m512i u1, __m512i swap, __m512i& first, __m512i& second) {
+KQ_INLINE void pair_of(__m512i u0, __m512i u1, __m512i swap, __m512i& first, __m512i& second) {
   constexpr __mmask32 kOddWords = 0xaaaaaaaau;
   first = _mm512_mask_blend_epi16(kOddWords, u0, u1);
   second = _mm512_shuffle_epi8(_mm512_mask_blend_epi16(kOddWords, u1, u0), swap);
@@ -41,7 +54,7 @@ TESSERA_AVX512_INLINE void pair_of(__m512i u0, __m512i u1, __m512i swap, __m512i
 // and 2h + 1, in the two halves. Q4_K and Q6_K (what the usual mixes hold) unpack both halves at
 // once; the others unpack each and join them.
 template <class Block>
-TESSERA_AVX512_INLINE void chunk_pairs(const Block& b, int h, __m512i& u0, __m512i& u1) {
+KQ_INLINE void chunk_pairs(const Block& b, int h, __m512i& u0, __m512i& u1) {
   __m256i a0, a1, b0, b1;
   chunk_pair(b, 2 * h, a0, a1);
   chunk_pair(b, 2 * h + 1, b0, b1);
@@ -49,7 +62,7 @@ TESSERA_AVX512_INLINE void chunk_pairs(const Block& b, int h, __m512i& u0, __m51
   u1 = join(a1, b1);
 }
 
-TESSERA_AVX512_INLINE void chunk_pairs(const BlockQ4_K& b, int h, __m512i& u0, __m512i& u1) {
+KQ_INLINE void chunk_pairs(const BlockQ4_K& b, int h, __m512i& u0, __m512i& u1) {
   const __m512i v = _mm512_loadu_si512(b.qs + 64 * h);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   u0 = _mm512_and_si512(v, low4);
@@ -57,11 +70,11 @@ TESSERA_AVX512_INLINE void chunk_pairs(const BlockQ4_K& b, int h, __m512i& u0, _
 }
 
 // lo in every 16-bit lane of the low half, hi in the high half.
-TESSERA_AVX512_INLINE __m512i halves(short lo, short hi) {
+KQ_INLINE __m512i halves(short lo, short hi) {
   return _mm512_inserti64x4(_mm512_set1_epi16(lo), _mm256_set1_epi16(hi), 1);
 }
 
-TESSERA_AVX512_INLINE void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, __m512i& u1) {
+KQ_INLINE void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, __m512i& u1) {
   // Chunk pair 2h takes the low nibbles of ql and qh's bits 0-3, pair 2h + 1 the high nibbles and
   // bits 4-7 (see kq::chunk_pair): per-half shift counts.
   const __m512i l0 =
@@ -82,15 +95,14 @@ TESSERA_AVX512_INLINE void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, _
 // The grid I-quants with sign bits: their unsigned points, chunks 4h, 4h + 1 (u0) and 4h + 2, 4h + 3 (u1)
 // as chunk_pairs places them.
 template <class Block>
-requires kSignBits<Block> TESSERA_AVX512_INLINE void chunk_pairs(const Block& b, int h, __m512i& u0,
-                                                                 __m512i& u1) {
+requires kSignBits<Block> KQ_INLINE void chunk_pairs(const Block& b, int h, __m512i& u0, __m512i& u1) {
   u0 = join(grid_points(b, 4 * h), grid_points(b, 4 * h + 2));
   u1 = join(grid_points(b, 4 * h + 1), grid_points(b, 4 * h + 3));
 }
 
 // Every byte's bit 7 set where the byte's other seven bits have odd parity (iq::kSigns' bytes from
 // their 7-bit indices).
-TESSERA_AVX512_INLINE __m256i even_parity_bytes(__m256i x) {
+KQ_INLINE __m256i even_parity_bytes(__m256i x) {
   __m256i p = _mm256_xor_si256(x, _mm256_srli_epi16(x, 4));  // bit 0 of each byte: its parity
   p = _mm256_xor_si256(p, _mm256_srli_epi16(p, 2));
   p = _mm256_xor_si256(p, _mm256_srli_epi16(p, 1));
@@ -99,7 +111,7 @@ TESSERA_AVX512_INLINE __m256i even_parity_bytes(__m256i x) {
 }
 
 // Four 7-bit sign indices per 32-bit word (bits 7l..7l + 6) spread to a byte each.
-TESSERA_AVX512_INLINE __m256i spread_sevens(__m256i v) {
+KQ_INLINE __m256i spread_sevens(__m256i v) {
   const __m256i b0 = _mm256_and_si256(v, _mm256_set1_epi32(0x7f));
   const __m256i b1 = _mm256_ternarylogic_epi32(b0, _mm256_slli_epi32(v, 1), _mm256_set1_epi32(0x7f00), 0xf8);
   const __m256i b2 =
@@ -108,20 +120,20 @@ TESSERA_AVX512_INLINE __m256i spread_sevens(__m256i v) {
 }
 
 // A super-block's sign bits (kSignBits), chunk c's 32 in word c (bit e negates element e).
-TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ2_XXS& b) {
+KQ_INLINE __m256i sign_words(const BlockIQ2_XXS& b) {
   const __m512i qs = _mm512_loadu_si512(b.qs);  // per chunk: 4 index bytes, then 28 sign bits, 4 scale bits
   return even_parity_bytes(spread_sevens(_mm512_cvtepi64_epi32(_mm512_srli_epi64(qs, 32))));
 }
-TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ2_XS& b) {  // a 7-bit index above each 9-bit point
+KQ_INLINE __m256i sign_words(const BlockIQ2_XS& b) {  // a 7-bit index above each 9-bit point
   return even_parity_bytes(_mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_loadu_si512(b.qs), 9)));
 }
-TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ2_S& b) {
+KQ_INLINE __m256i sign_words(const BlockIQ2_S& b) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32));
 }
-TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ3_XXS& b) {
+KQ_INLINE __m256i sign_words(const BlockIQ3_XXS& b) {
   return even_parity_bytes(spread_sevens(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64))));
 }
-TESSERA_AVX512_INLINE __m256i sign_words(const BlockIQ3_S& b) {
+KQ_INLINE __m256i sign_words(const BlockIQ3_S& b) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.signs));
 }
 
@@ -132,7 +144,7 @@ struct SignMasks {
 };
 
 template <class Block>
-TESSERA_AVX512_INLINE SignMasks sign_masks(const Block& b) {
+KQ_INLINE SignMasks sign_masks(const Block& b) {
   SignMasks m;
   if constexpr (kSignBits<Block>) {
     // Each 64-bit word holds chunks 2i (low) and 2i + 1 (high).
@@ -150,6 +162,96 @@ TESSERA_AVX512_INLINE SignMasks sign_masks(const Block& b) {
   return m;
 }
 
+#ifdef TESSERA_KQUANT_VBMI
+template <class Block>
+constexpr bool kVbmiPoints = std::is_same_v<Block, BlockIQ3_S>;
+
+// IQ3_S's grid for byte permutes: plane p holds point i's bytes 2p and 2p + 1 as the low and high
+// nibbles of its byte i (every grid byte is below 16).
+struct Iq3sPlanes {
+  alignas(64) uint8_t of[2][512] = {};
+  constexpr Iq3sPlanes() {
+    for (int i = 0; i < 512; ++i)
+      for (int p = 0; p < 2; ++p) {
+        const uint32_t g = iq::kIq3sGrid[i] >> (16 * p);
+        if ((g & 0xf0f0u) != 0) throw "an IQ3_S grid byte does not fit a nibble";
+        of[p][i] = static_cast<uint8_t>((g & 0xfu) | ((g >> 4) & 0xf0u));
+      }
+  }
+};
+inline constexpr Iq3sPlanes kIq3sPlanes;
+
+// Byte i of a 512-entry plane at index (q's byte i, with bit 8 from bit i of `ninth`): four
+// 128-entry permutes, chosen between by index bits 7 and 8.
+KQ_INLINE __m512i plane_lookup(const uint8_t* plane, __m512i q, __mmask64 seventh, __mmask64 ninth) {
+  __m512i part[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    part[i] = _mm512_permutex2var_epi8(_mm512_load_si512(plane + 128 * i), q,
+                                       _mm512_load_si512(plane + 128 * i + 64));
+  return _mm512_mask_blend_epi8(ninth, _mm512_mask_blend_epi8(seventh, part[0], part[1]),
+                                _mm512_mask_blend_epi8(seventh, part[2], part[3]));
+}
+
+// 16-bit words of four nibbles (a point's bytes) to the four bytes: words 0-3 of each 128-bit lane
+// in `first`, words 4-7 in `second`.
+KQ_INLINE void nibble_words(__m512i w, __m512i& first, __m512i& second) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i even = _mm512_and_si512(w, low4);                       // bytes 0 and 2 of each point
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);  // bytes 1 and 3
+  first = _mm512_unpacklo_epi8(even, odd);
+  second = _mm512_unpackhi_epi8(even, odd);
+}
+
+// A super-block's 64 points, what chunk_pairs gives: u[2h] and u[2h + 1] are half h's u0 and u1.
+struct VbmiPoints {
+  __m512i u[4];
+};
+KQ_INLINE VbmiPoints vbmi_points(const BlockIQ3_S& b) {
+  const __m512i q = _mm512_loadu_si512(b.qs);
+  uint64_t qh;  // bit 8c + i: the ninth index bit of chunk c's point i
+  std::memcpy(&qh, b.qh, 8);
+  const __mmask64 seventh = _mm512_movepi8_mask(q), ninth = _cvtu64_mask64(qh);
+  const __m512i p01 = plane_lookup(kIq3sPlanes.of[0], q, seventh, ninth);
+  const __m512i p23 = plane_lookup(kIq3sPlanes.of[1], q, seventh, ninth);
+  // Per 128-bit lane k: points 16k..16k + 3 (a), + 4..7 (b), + 8..11 (c), + 12..15 (d), so chunk
+  // 2k is lane k of a and b, chunk 2k + 1 lane k of c and d.
+  __m512i a, bb, c, d;
+  nibble_words(_mm512_unpacklo_epi8(p01, p23), a, bb);
+  nibble_words(_mm512_unpackhi_epi8(p01, p23), c, d);
+  VbmiPoints v;
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {  // chunks 4h and 4h + 2 (u0), 4h + 1 and 4h + 3 (u1)
+    const __m512i lanes = _mm512_setr_epi64(4 * h, 4 * h + 1, 4 * h + 8, 4 * h + 9, 4 * h + 2, 4 * h + 3,
+                                            4 * h + 10, 4 * h + 11);
+    v.u[2 * h] = _mm512_permutex2var_epi64(a, lanes, bb);
+    v.u[2 * h + 1] = _mm512_permutex2var_epi64(c, lanes, d);
+  }
+  return v;
+}
+#else
+template <class Block>
+constexpr bool kVbmiPoints = false;
+struct VbmiPoints {};
+#endif
+
+struct NoPoints {};
+
+// What a super-block's two halves share: its sign masks and, decoded by VBMI, its grid points.
+template <class Block>
+struct Prepared {
+  SignMasks signs;
+  [[no_unique_address]] std::conditional_t<kVbmiPoints<Block>, VbmiPoints, NoPoints> points;
+};
+
+template <class Block>
+KQ_INLINE Prepared<Block> prepare(const Block& b) {
+  Prepared<Block> p;
+  p.signs = sign_masks(b);
+  if constexpr (kVbmiPoints<Block>) p.points = vbmi_points(b);
+  return p;
+}
+
 // Half h of a super-block (chunk pairs 2h, 2h + 1), ready for maddubs against b: its quants in Pair
 // order (unsigned; for the signed formats their magnitudes, with the signs in masks that b takes
 // on), and their scales.
@@ -159,16 +261,21 @@ struct Half {
 };
 
 template <class Block>
-TESSERA_AVX512_INLINE Half unpack_half(const Block& blk, const Scales& s, const SignMasks& signs, int h,
-                                       __m512i swap) {
+KQ_INLINE Half unpack_half(const Block& blk, const Scales& s, const Prepared<Block>& prep, int h,
+                           __m512i swap) {
   Half half;
   __m512i u0, u1;
-  chunk_pairs(blk, h, u0, u1);
+  if constexpr (kVbmiPoints<Block>) {
+    u0 = prep.points.u[2 * h];
+    u1 = prep.points.u[2 * h + 1];
+  } else {
+    chunk_pairs(blk, h, u0, u1);
+  }
   pair_of(u0, u1, swap, half.first, half.second);
   half.sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
   if constexpr (kSignBits<Block>) {
-    half.neg_first = _cvtu64_mask64(signs.of[2 * h]);
-    half.neg_second = _cvtu64_mask64(signs.of[2 * h + 1]);
+    half.neg_first = _cvtu64_mask64(prep.signs.of[2 * h]);
+    half.neg_second = _cvtu64_mask64(prep.signs.of[2 * h + 1]);
   } else if constexpr (kSignedQ<Block>) {  // no signed format has -128
     half.neg_first = _mm512_movepi8_mask(half.first);
     half.neg_second = _mm512_movepi8_mask(half.second);
@@ -180,7 +287,7 @@ TESSERA_AVX512_INLINE Half unpack_half(const Block& blk, const Scales& s, const 
 
 // isum plus a half's scaled products with b's two 64-byte pieces q0 (meeting `first`) and q1.
 template <class Block>
-TESSERA_AVX512_INLINE __m512i add_products(__m512i isum, const Half& half, __m512i q0, __m512i q1) {
+KQ_INLINE __m512i add_products(__m512i isum, const Half& half, __m512i q0, __m512i q1) {
   if constexpr (kSignedQ<Block>) {
     // Two int16 pair sums could overflow, so each piece gets its own multiply-add.
     const __m512i zero = _mm512_setzero_si512();
@@ -199,8 +306,8 @@ TESSERA_AVX512_INLINE __m512i add_products(__m512i isum, const Half& half, __m51
 // One weight row's super-blocks [j0, j1) against RN b rows, into acc[n / 2] (8 lanes per dot,
 // column n in half n % 2).
 template <class Block, int RN>
-TESSERA_AVX512_INLINE void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN],
-                                      int64_t j0, int64_t j1, __m512 (&acc)[(RN + 1) / 2]) {
+KQ_INLINE void row_kquant(const Block* row, size_t ahead_bytes, const Q8KRow (&brow)[RN], int64_t j0,
+                          int64_t j1, __m512 (&acc)[(RN + 1) / 2]) {
   const __m512i swap =
       _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPick.swap)));
   for (int64_t j = j0; j < j1; ++j) {
@@ -208,13 +315,13 @@ TESSERA_AVX512_INLINE void row_kquant(const Block* row, size_t ahead_bytes, cons
     const char* ahead = reinterpret_cast<const char*>(&blk) + ahead_bytes;
     for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
     const Scales s = scales_of(blk);
-    const SignMasks signs = sign_masks(blk);
+    const Prepared<Block> prep = prepare(blk);
     __m512i isum[RN];
 #pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) isum[n] = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const Half half = unpack_half(blk, s, signs, h, swap);
+      const Half half = unpack_half(blk, s, prep, h, swap);
 #pragma GCC unroll 8
       for (int n = 0; n < RN; ++n) {
         const int8_t* q = brow[n].qs + 256 * j + 128 * h;
@@ -250,7 +357,7 @@ TESSERA_AVX512_INLINE void row_kquant(const Block* row, size_t ahead_bytes, cons
 
 // Rows one after another, as the AVX2 tiles; each register holds the 8-lane sums of two columns.
 template <class Block, int RM, int RN>
-TESSERA_AVX512 void tile_kquant(const TileArgs& t) {
+KQ_TARGET void tile_kquant(const TileArgs& t) {
   constexpr int kPairs = (RN + 1) / 2;
   const int64_t j0 = t.k0 / 256, j1 = t.k1 / 256;
   Q8KRow brow[RN];
@@ -283,13 +390,12 @@ TESSERA_AVX512 void tile_kquant(const TileArgs& t) {
 // One weight row's integer sums for super-block j against b's quants qb (the four 64-byte pieces of
 // the super-block, shared by every row of a matrix-vector pass): what row_kquant's isum holds.
 template <class Block>
-TESSERA_AVX512_INLINE __m512i super_block_sums(const Block& blk, const Scales& s, const __m512i (&qb)[4],
-                                               __m512i swap) {
+KQ_INLINE __m512i super_block_sums(const Block& blk, const Scales& s, const __m512i (&qb)[4], __m512i swap) {
   __m512i isum = _mm512_setzero_si512();
-  const SignMasks signs = sign_masks(blk);
+  const Prepared<Block> prep = prepare(blk);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
-    isum = add_products<Block>(isum, unpack_half(blk, s, signs, h, swap), qb[2 * h], qb[2 * h + 1]);
+    isum = add_products<Block>(isum, unpack_half(blk, s, prep, h, swap), qb[2 * h], qb[2 * h + 1]);
   }
   return isum;
 }
@@ -299,7 +405,7 @@ TESSERA_AVX512_INLINE __m512i super_block_sums(const Block& blk, const Scales& s
 // half, 2p + 1 in the high) where the tiles take two columns. Lane for lane the operations of
 // row_kquant, so each row has the bits of tile_kquant<Block, 1, 1> (and of the AVX2 tiles).
 template <class Block, int RM>
-TESSERA_AVX512 void matvec_kquant(const TileArgs& t) {
+KQ_TARGET void matvec_kquant(const TileArgs& t) {
   constexpr int kPairs = (RM + 1) / 2;
   const Q8KRow brow = q8k_row(t.b, t.k);
   const int64_t j0 = t.k0 / 256, j1 = t.k1 / 256;
@@ -353,6 +459,7 @@ TESSERA_AVX512 void matvec_kquant(const TileArgs& t) {
   }
 }
 
+#ifndef TESSERA_KQUANT_VBMI
 // b's quants for these tiles: the AVX2 tiles' Pair order (per 64 bytes: the 32 that meet
 // Pair::first, then the 32 that meet Pair::second), then per 128 bytes (chunk pairs 2h', 2h' + 1)
 // the two `first` pieces, then the two `second` pieces, what one 64-byte load per half meets.
@@ -366,8 +473,22 @@ void pair_q8k_row(char* row, int64_t k) {
   }
 }
 
+#endif
+
 }  // namespace
 
+#ifdef TESSERA_KQUANT_VBMI
+void fill_kquant_avx512_vbmi(KernelTable& t) {
+  for_each_q8k_kind([&]<class Block>(int k) {
+    if constexpr (kVbmiPoints<Block>) {
+      for_each_tile_shape([&]<int RM, int RN>() { t.tile[k][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>; });
+      t.wide[k] = tile_kquant<Block, kMaxRM, kWideRN>;
+      // No scalar lookups left to need the general registers: the matrix-vector kernel pays here.
+      for_each_index<kMatVecRows>([&]<int R>() { t.matvec[k][R] = matvec_kquant<Block, R + 1>; });
+    }
+  });
+}
+#else
 void fill_kquant_avx512(KernelTable& t) {
   for_each_q8k_kind([&]<class Block>(int k) {
     for_each_tile_shape([&]<int RM, int RN>() { t.tile[k][RM - 1][RN - 1] = tile_kquant<Block, RM, RN>; });
@@ -379,10 +500,20 @@ void fill_kquant_avx512(KernelTable& t) {
   });
   t.pair_q8k_row = pair_q8k_row;
 }
+#endif
 
 }  // namespace tessera::cpu::mm
 
-#else  // not x86
+#undef KQ_TARGET
+#undef KQ_INLINE
+
+#elif defined(TESSERA_KQUANT_VBMI)  // not x86
+
+namespace tessera::cpu::mm {
+void fill_kquant_avx512_vbmi(KernelTable&) {}
+}  // namespace tessera::cpu::mm
+
+#else
 
 namespace tessera::cpu::mm {
 void fill_kquant_avx512(KernelTable&) {}
