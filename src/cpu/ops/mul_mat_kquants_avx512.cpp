@@ -164,7 +164,7 @@ KQ_INLINE SignMasks sign_masks(const Block& b) {
 
 #ifdef TESSERA_KQUANT_VBMI
 template <class Block>
-constexpr bool kVbmiPoints = std::is_same_v<Block, BlockIQ3_S>;
+constexpr bool kVbmiPoints = std::is_same_v<Block, BlockIQ3_S> || std::is_same_v<Block, BlockIQ2_XXS>;
 
 // IQ3_S's grid for byte permutes: plane p holds point i's bytes 2p and 2p + 1 as the low and high
 // nibbles of its byte i (every grid byte is below 16).
@@ -226,6 +226,61 @@ KQ_INLINE VbmiPoints vbmi_points(const BlockIQ3_S& b) {
                                             4 * h + 10, 4 * h + 11);
     v.u[2 * h] = _mm512_permutex2var_epi64(a, lanes, bb);
     v.u[2 * h + 1] = _mm512_permutex2var_epi64(c, lanes, d);
+  }
+  return v;
+}
+
+// IQ2_XXS's grid for byte permutes: every byte of its 8-byte points is one of three values, so
+// plane p holds the 2-bit codes of a point's bytes 4p..4p + 3 (byte j's at bits 2j), `value` maps
+// a code (in a byte's low two bits) back; `arrange[2h + s]` gathers half h's u0 (s = 0: chunks 4h,
+// 4h + 2) or u1 (s = 1: chunks 4h + 1, 4h + 3), a point per 64-bit word, its plane bytes at bytes
+// 0 and 1.
+struct Iq2xxsPlanes {
+  static constexpr uint8_t kValues[3] = {8, 25, 43};
+  alignas(64) uint8_t of[2][256] = {};
+  alignas(64) uint8_t value[64] = {};
+  alignas(64) uint8_t arrange[4][64] = {};
+  constexpr Iq2xxsPlanes() {
+    for (int i = 0; i < 256; ++i)
+      for (int j = 0; j < 8; ++j) {
+        const auto byte = static_cast<uint8_t>(iq::kIq2xxsGrid[i] >> (8 * j));
+        int code = 0;
+        while (code < 3 && kValues[code] != byte) ++code;
+        if (code == 3) throw "an IQ2_XXS grid byte outside its three values";
+        of[j / 4][i] = static_cast<uint8_t>(of[j / 4][i] | (code << (2 * (j % 4))));
+      }
+    for (int x = 0; x < 64; ++x) value[x] = (x & 3) < 3 ? kValues[x & 3] : 0;
+    for (int u = 0; u < 4; ++u)
+      for (int i = 0; i < 8; ++i) {  // chunk c's point indices are qs's bytes 8c..8c + 3
+        const int chunk = 4 * (u / 2) + u % 2 + (i < 4 ? 0 : 2);
+        const int at = 8 * chunk + i % 4;
+        arrange[u][8 * i] = static_cast<uint8_t>(at);
+        arrange[u][8 * i + 1] = static_cast<uint8_t>(64 + at);  // the second plane
+      }
+  }
+};
+inline constexpr Iq2xxsPlanes kIq2xxsPlanes;
+
+// Byte i of a 256-entry plane at index q's byte i: two 128-entry permutes, chosen by bit 7.
+KQ_INLINE __m512i plane_lookup(const uint8_t* plane, __m512i q, __mmask64 seventh) {
+  return _mm512_mask_blend_epi8(
+      seventh, _mm512_permutex2var_epi8(_mm512_load_si512(plane), q, _mm512_load_si512(plane + 64)),
+      _mm512_permutex2var_epi8(_mm512_load_si512(plane + 128), q, _mm512_load_si512(plane + 192)));
+}
+
+KQ_INLINE VbmiPoints vbmi_points(const BlockIQ2_XXS& b) {
+  const __m512i q = _mm512_loadu_si512(b.qs);  // the other bytes (signs, scales) look up unused codes
+  const __mmask64 seventh = _mm512_movepi8_mask(q);
+  const __m512i codes0 = plane_lookup(kIq2xxsPlanes.of[0], q, seventh);
+  const __m512i codes1 = plane_lookup(kIq2xxsPlanes.of[1], q, seventh);
+  const __m512i shifts = _mm512_set1_epi64(0x0e0c0a0806040200);  // byte j takes bits 2j..
+  const __m512i value = _mm512_load_si512(kIq2xxsPlanes.value);
+  VbmiPoints v;
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) {
+    const __m512i words =
+        _mm512_permutex2var_epi8(codes0, _mm512_load_si512(kIq2xxsPlanes.arrange[u]), codes1);
+    v.u[u] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shifts, words), value);
   }
   return v;
 }
