@@ -92,6 +92,17 @@ KQ_INLINE void chunk_pairs(const BlockQ6_K& b, int h, __m512i& u0, __m512i& u1) 
       _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hq, halves(2, 0)), halves(0, 2)), top2));
 }
 
+// IQ4_XS: chunk c is qs[16c..16c + 15], its elements 0-15 in the low nibbles, 16-31 in the high.
+KQ_INLINE void chunk_pairs(const BlockIQ4_XS& b, int h, __m512i& u0, __m512i& u1) {
+  const __m512i v = _mm512_loadu_si512(b.qs + 64 * h);  // chunks 4h..4h + 3, one per 128-bit lane
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+  const __m512i lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(v, low4));
+  const __m512i hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+  u0 = _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi);
+  u1 = _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15), hi);
+}
+
 // The grid I-quants with sign bits: their unsigned points, chunks 4h, 4h + 1 (u0) and 4h + 2, 4h + 3 (u1)
 // as chunk_pairs places them.
 template <class Block>
