@@ -318,6 +318,17 @@ KQ_INLINE Prepared<Block> prepare(const Block& b) {
   return p;
 }
 
+// kq::pair_scales of chunk pairs 2h and 2h + 1 in the two 256-bit halves, by one shuffle: the masks
+// of the two pairs lie next to each other in kPick.
+template <class Block>
+KQ_INLINE __m512i half_scales(const Scales& s, int h) {
+  if constexpr (kGroups16<Block>)
+    return _mm512_shuffle_epi8(_mm512_broadcast_i64x4(h == 0 ? s.lo : s.hi),
+                               _mm512_loadu_si512(kPick.two[0]));
+  else
+    return _mm512_shuffle_epi8(_mm512_broadcast_i64x4(s.lo), _mm512_loadu_si512(kPick.one[2 * h]));
+}
+
 // Half h of a super-block (chunk pairs 2h, 2h + 1), ready for maddubs against b: its quants in Pair
 // order (unsigned; for the signed formats their magnitudes, with the signs in masks that b takes
 // on), and their scales.
@@ -338,7 +349,7 @@ KQ_INLINE Half unpack_half(const Block& blk, const Scales& s, const Prepared<Blo
     chunk_pairs(blk, h, u0, u1);
   }
   pair_of(u0, u1, swap, half.first, half.second);
-  half.sc = join(pair_scales<Block>(s, 2 * h), pair_scales<Block>(s, 2 * h + 1));
+  half.sc = half_scales<Block>(s, h);
   if constexpr (kSignBits<Block>) {
     half.neg_first = _cvtu64_mask64(prep.signs.of[2 * h]);
     half.neg_second = _cvtu64_mask64(prep.signs.of[2 * h + 1]);
