@@ -19,9 +19,10 @@ namespace {
 using namespace tessera;
 
 constexpr int64_t kK = 4096, kM = 4096;
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q8_0,   DType::F16,    DType::F32,     DType::Q4_K,
-                            DType::Q6_K, DType::Q5_K,   DType::Q3_K,   DType::Q2_K,    DType::Q4_1,
-                            DType::Q5_0, DType::IQ4_NL, DType::IQ4_XS, DType::IQ2_XXS, DType::IQ3_S};
+constexpr DType kTypes[] = {DType::Q4_0,    DType::Q8_0,   DType::F16,    DType::F32,     DType::Q4_K,
+                            DType::Q6_K,    DType::Q5_K,   DType::Q3_K,   DType::Q2_K,    DType::Q4_1,
+                            DType::Q5_0,    DType::IQ4_NL, DType::IQ4_XS, DType::IQ2_XXS, DType::IQ3_S,
+                            DType::IQ3_XXS, DType::IQ2_XS};
 
 double process_cpu_seconds() {
   timespec ts{};

@@ -175,7 +175,8 @@ KQ_INLINE SignMasks sign_masks(const Block& b) {
 
 #ifdef TESSERA_KQUANT_VBMI
 template <class Block>
-constexpr bool kVbmiPoints = std::is_same_v<Block, BlockIQ3_S> || std::is_same_v<Block, BlockIQ2_XXS>;
+constexpr bool kVbmiPoints = std::is_same_v<Block, BlockIQ3_S> || std::is_same_v<Block, BlockIQ3_XXS> ||
+                             std::is_same_v<Block, BlockIQ2_XXS>;
 
 // IQ3_S's grid for byte permutes: plane p holds point i's bytes 2p and 2p + 1 as the low and high
 // nibbles of its byte i (every grid byte is below 16).
@@ -191,6 +192,26 @@ struct Iq3sPlanes {
   }
 };
 inline constexpr Iq3sPlanes kIq3sPlanes;
+
+// IQ3_XXS's grid likewise, by codes: its bytes take eight values, so plane p holds the 3-bit codes
+// of a point's bytes 2p and 2p + 1 as nibbles, and `value` maps a code back (a byte shuffle).
+struct Iq3xxsPlanes {
+  static constexpr uint8_t kValues[8] = {4, 12, 20, 28, 36, 44, 52, 62};
+  alignas(64) uint8_t of[2][256] = {};
+  alignas(16) uint8_t value[16] = {};
+  constexpr Iq3xxsPlanes() {
+    for (int i = 0; i < 256; ++i)
+      for (int j = 0; j < 4; ++j) {
+        const auto byte = static_cast<uint8_t>(iq::kIq3xxsGrid[i] >> (8 * j));
+        int code = 0;
+        while (code < 8 && kValues[code] != byte) ++code;
+        if (code == 8) throw "an IQ3_XXS grid byte outside its eight values";
+        of[j / 2][i] = static_cast<uint8_t>(of[j / 2][i] | (code << (4 * (j % 2))));
+      }
+    for (int c = 0; c < 8; ++c) value[c] = kValues[c];
+  }
+};
+inline constexpr Iq3xxsPlanes kIq3xxsPlanes;
 
 // Byte i of a 512-entry plane at index (q's byte i, with bit 8 from bit i of `ninth`): four
 // 128-entry permutes, chosen between by index bits 7 and 8.
@@ -218,13 +239,9 @@ KQ_INLINE void nibble_words(__m512i w, __m512i& first, __m512i& second) {
 struct VbmiPoints {
   __m512i u[4];
 };
-KQ_INLINE VbmiPoints vbmi_points(const BlockIQ3_S& b) {
-  const __m512i q = _mm512_loadu_si512(b.qs);
-  uint64_t qh;  // bit 8c + i: the ninth index bit of chunk c's point i
-  std::memcpy(&qh, b.qh, 8);
-  const __mmask64 seventh = _mm512_movepi8_mask(q), ninth = _cvtu64_mask64(qh);
-  const __m512i p01 = plane_lookup(kIq3sPlanes.of[0], q, seventh, ninth);
-  const __m512i p23 = plane_lookup(kIq3sPlanes.of[1], q, seventh, ninth);
+// The 64 four-byte points of an IQ3 super-block (chunk c's point i the 8c + i-th) from their two
+// planes of nibbles, p01 (bytes 0 and 1) and p23.
+KQ_INLINE VbmiPoints four_byte_points(__m512i p01, __m512i p23) {
   // Per 128-bit lane k: points 16k..16k + 3 (a), + 4..7 (b), + 8..11 (c), + 12..15 (d), so chunk
   // 2k is lane k of a and b, chunk 2k + 1 lane k of c and d.
   __m512i a, bb, c, d;
@@ -239,6 +256,15 @@ KQ_INLINE VbmiPoints vbmi_points(const BlockIQ3_S& b) {
     v.u[2 * h + 1] = _mm512_permutex2var_epi64(c, lanes, d);
   }
   return v;
+}
+
+KQ_INLINE VbmiPoints vbmi_points(const BlockIQ3_S& b) {
+  const __m512i q = _mm512_loadu_si512(b.qs);
+  uint64_t qh;  // bit 8c + i: the ninth index bit of chunk c's point i
+  std::memcpy(&qh, b.qh, 8);
+  const __mmask64 seventh = _mm512_movepi8_mask(q), ninth = _cvtu64_mask64(qh);
+  return four_byte_points(plane_lookup(kIq3sPlanes.of[0], q, seventh, ninth),
+                          plane_lookup(kIq3sPlanes.of[1], q, seventh, ninth));
 }
 
 // IQ2_XXS's grid for byte permutes: every byte of its 8-byte points is one of three values, so
@@ -277,6 +303,18 @@ KQ_INLINE __m512i plane_lookup(const uint8_t* plane, __m512i q, __mmask64 sevent
   return _mm512_mask_blend_epi8(
       seventh, _mm512_permutex2var_epi8(_mm512_load_si512(plane), q, _mm512_load_si512(plane + 64)),
       _mm512_permutex2var_epi8(_mm512_load_si512(plane + 128), q, _mm512_load_si512(plane + 192)));
+}
+
+KQ_INLINE VbmiPoints vbmi_points(const BlockIQ3_XXS& b) {
+  const __m512i q = _mm512_loadu_si512(b.qs);  // the 64 point indices (the signs and scales follow)
+  const __mmask64 seventh = _mm512_movepi8_mask(q);
+  VbmiPoints v = four_byte_points(plane_lookup(kIq3xxsPlanes.of[0], q, seventh),
+                                  plane_lookup(kIq3xxsPlanes.of[1], q, seventh));
+  const __m512i value =
+      _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq3xxsPlanes.value)));
+#pragma GCC unroll 4
+  for (__m512i& u : v.u) u = _mm512_shuffle_epi8(value, u);
+  return v;
 }
 
 KQ_INLINE VbmiPoints vbmi_points(const BlockIQ2_XXS& b) {
