@@ -193,6 +193,14 @@ struct Iq3sPlanes {
 };
 inline constexpr Iq3sPlanes kIq3sPlanes;
 
+// The position of a grid byte among its format's few values (a compile-time error if absent).
+template <size_t N>
+constexpr int code_of(const uint8_t (&values)[N], uint8_t byte) {
+  for (size_t c = 0; c < N; ++c)
+    if (values[c] == byte) return static_cast<int>(c);
+  throw "a grid byte outside its format's values";
+}
+
 // IQ3_XXS's grid likewise, by codes: its bytes take eight values, so plane p holds the 3-bit codes
 // of a point's bytes 2p and 2p + 1 as nibbles, and `value` maps a code back (a byte shuffle).
 struct Iq3xxsPlanes {
@@ -203,10 +211,7 @@ struct Iq3xxsPlanes {
     for (int i = 0; i < 256; ++i)
       for (int j = 0; j < 4; ++j) {
         const auto byte = static_cast<uint8_t>(iq::kIq3xxsGrid[i] >> (8 * j));
-        int code = 0;
-        while (code < 8 && kValues[code] != byte) ++code;
-        if (code == 8) throw "an IQ3_XXS grid byte outside its eight values";
-        of[j / 2][i] = static_cast<uint8_t>(of[j / 2][i] | (code << (4 * (j % 2))));
+        of[j / 2][i] = static_cast<uint8_t>(of[j / 2][i] | (code_of(kValues, byte) << (4 * (j % 2))));
       }
     for (int c = 0; c < 8; ++c) value[c] = kValues[c];
   }
@@ -281,10 +286,7 @@ struct Iq2xxsPlanes {
     for (int i = 0; i < 256; ++i)
       for (int j = 0; j < 8; ++j) {
         const auto byte = static_cast<uint8_t>(iq::kIq2xxsGrid[i] >> (8 * j));
-        int code = 0;
-        while (code < 3 && kValues[code] != byte) ++code;
-        if (code == 3) throw "an IQ2_XXS grid byte outside its three values";
-        of[j / 4][i] = static_cast<uint8_t>(of[j / 4][i] | (code << (2 * (j % 4))));
+        of[j / 4][i] = static_cast<uint8_t>(of[j / 4][i] | (code_of(kValues, byte) << (2 * (j % 4))));
       }
     for (int x = 0; x < 64; ++x) value[x] = (x & 3) < 3 ? kValues[x & 3] : 0;
     for (int u = 0; u < 4; ++u)
