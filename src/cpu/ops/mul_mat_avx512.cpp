@@ -456,7 +456,7 @@ const KernelTable* avx512_kernels() noexcept {
     fill_interleaved(t);
     fill_float(t);
     fill_kquant_avx512(t);  // the K-quants and IQ4_XS, and their order of b's quants
-    if (cpu_has_avx512_vbmi()) fill_kquant_avx512_vbmi(t);  // IQ3_S's points by byte permutes (same bits)
+    if (cpu_has_avx512_vbmi()) fill_kquant_avx512_vbmi(t);  // IQ3_S/IQ3_XXS/IQ2_XXS points by permutes
     if (cpu_has_avx512_bf16()) fill_bf16_avx512(t);         // else the AVX2 table's BF16 kernels (same bits)
     return &t;
   }();

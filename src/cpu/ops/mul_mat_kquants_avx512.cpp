@@ -12,9 +12,9 @@
 // once (not for the grid I-quants).
 //
 // Compiled twice: as itself for the AVX-512 table, and by mul_mat_kquants_avx512_vbmi.cpp with
-// TESSERA_KQUANT_VBMI for CPUs with AVX512-VBMI, whose byte permutes decode a whole IQ3_S
-// super-block's grid points at once (vbmi_points) where the other path looks each point up alone;
-// that build fills only the formats it decodes differently.
+// TESSERA_KQUANT_VBMI for CPUs with AVX512-VBMI, whose byte permutes decode a whole IQ3_S,
+// IQ3_XXS or IQ2_XXS super-block's grid points at once (vbmi_points) where the other path looks
+// each point up alone; that build fills only the formats it decodes differently.
 #include "cpu/ops/mul_mat_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
