@@ -5,7 +5,6 @@
 // to rank 0, one answer per micro-batch, in order.
 #include "tessera/mpi/pipeline.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -224,15 +223,18 @@ Pipeline::~Pipeline() {
 int Pipeline::rank() const noexcept { return comm_->rank(); }
 int Pipeline::size() const noexcept { return comm_->size(); }
 
-namespace {
-
-// Rank `rank`'s layers of the split by shares (Pipeline::stage's checks).
-llm::LayerRange split_layers(std::span<const double> layer_bytes, const std::vector<double>& share,
-                             int n_ranks, int rank) {
+llm::LayerRange Pipeline::stage(std::span<const double> layer_bytes, std::span<const double> shares) {
   const auto n_layer = static_cast<int64_t>(layer_bytes.size());
-  if (share.size() != static_cast<size_t>(n_ranks))
+  const int n_ranks = size();
+  std::vector<double> share(shares.begin(), shares.end());
+  if (share.empty()) {
+    const double memory =
+        static_cast<double>(cpu::cpu_device().memory().total) / comm_->ranks_on_this_machine();
+    share = comm_->gather(memory);
+  } else if (share.size() != static_cast<size_t>(n_ranks)) {
     raise(ErrorCode::InvalidArgument, "--tensor-split gives {} shares for a pipeline of {} ranks",
           share.size(), n_ranks);
+  }
   if (n_layer < n_ranks)
     raise(ErrorCode::InvalidArgument,
           "a model of {} layers cannot be split among {} ranks (one layer each at least)", n_layer, n_ranks);
@@ -250,33 +252,7 @@ llm::LayerRange split_layers(std::span<const double> layer_bytes, const std::vec
           "rank {} gets none of the {} layers at its share ({:.3g} of {:.3g}): give it more (--tensor-split) "
           "or run fewer ranks",
           r, n_layer, share[static_cast<size_t>(r)], std::accumulate(share.begin(), share.end(), 0.0));
-  return {first[static_cast<size_t>(rank)], end[static_cast<size_t>(rank)]};
-}
-
-}  // namespace
-
-llm::LayerRange Pipeline::stage(std::span<const double> layer_bytes, std::span<const double> shares) {
-  std::vector<double> share(shares.begin(), shares.end());
-  if (share.empty()) {
-    const double memory =
-        static_cast<double>(cpu::cpu_device().memory().total) / comm_->ranks_on_this_machine();
-    share = comm_->gather(memory);
-  }
-  std::optional<Error> failure;
-  llm::LayerRange range;
-  try {
-    range = split_layers(layer_bytes, share, size(), rank());
-  } catch (const Error& e) {
-    failure = e;
-  }
-  // The ranks learn which of them failed, so that the first alone raises (rank 0 reports it and
-  // stops the job; another rank ends it with MPI_Abort) and the others that failed end quietly:
-  // every rank calling MPI_Abort at once was seen to leave Open MPI's mpirun hung.
-  const std::vector<double> failed = comm_->gather(failure ? 1.0 : 0.0);
-  if (!failure) return range;  // if another rank failed, the job ends through it
-  if (std::find(failed.begin(), failed.end(), 1.0) - failed.begin() == rank()) throw *failure;
-  comm_.reset();  // MPI_Finalize, as the first failed rank does on its way out
-  std::_Exit(1);
+  return {first[static_cast<size_t>(rank())], end[static_cast<size_t>(rank())]};
 }
 
 void Pipeline::wait_for_stages() { comm_->gather(1.0); }

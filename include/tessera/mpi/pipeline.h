@@ -35,8 +35,7 @@ class Pipeline {
   // llm::stage_layer_bytes) are in proportion to shares[r] (llm::split_by_shares); empty shares:
   // each rank's share is its machine's memory divided among the job's ranks on that machine. Every
   // rank calls it, with the same arguments. Error(InvalidArgument) when shares are not one per rank
-  // or a rank would get no layer: raised on the first rank that finds it (which ends the job), while
-  // the other ranks that find it end their process quietly (MPI_Finalize, exit status 1).
+  // or a rank would get no layer.
   llm::LayerRange stage(std::span<const double> layer_bytes, std::span<const double> shares);
 
   // Every rank calls it once its stage is loaded; it returns when every rank has (a server says it
